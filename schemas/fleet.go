@@ -1,0 +1,46 @@
+package schemas
+
+// Fleet is the fleet file (YAML): one format for `ilb dev`, `ilb backtest`
+// and the services. The YAML field names are a public contract.
+type Fleet struct {
+	MaxUtilization float64 `yaml:"max_utilization"`
+	BlockTokens    int     `yaml:"block_tokens"` // size of one KV block
+	// NetworkMs is region -> region request overhead in milliseconds; a
+	// missing reverse direction is taken as symmetric.
+	NetworkMs map[string]map[string]float64 `yaml:"network_ms"`
+	Clusters  []FleetCluster                `yaml:"clusters"`
+	Engines   []FleetEngine                 `yaml:"engines"`
+	// Extra, optional fields.
+	TTFTSLOMs        float64 `yaml:"ttft_slo_ms,omitempty"`        // TTFT at which an engine counts as full
+	MeanOutputTokens float64 `yaml:"mean_output_tokens,omitempty"` // default for the solver
+	ShedPenaltyMs    float64 `yaml:"shed_penalty_ms,omitempty"`
+	TotalDemandRPS   float64 `yaml:"total_demand_rps,omitempty"` // dev traffic generator
+}
+
+// FleetCluster is one front-end (CPU) cluster.
+type FleetCluster struct {
+	Name        string  `yaml:"name"`
+	Region      string  `yaml:"region"`
+	DemandShare float64 `yaml:"demand_share"`
+	Residency   string  `yaml:"residency,omitempty"` // if set, only engines with the same residency
+}
+
+// FleetEngine is one GPU engine (a serving deployment).
+type FleetEngine struct {
+	Name              string     `yaml:"name"`
+	Region            string     `yaml:"region"`
+	SKU               string     `yaml:"sku"`
+	Residency         string     `yaml:"residency,omitempty"`
+	PrefillTokensPerS float64    `yaml:"prefill_tokens_per_s"`
+	DecodeStepMs      DecodeStep `yaml:"decode_step_ms"`
+	MaxBatch          int        `yaml:"max_batch"`
+	KVCacheTokens     int        `yaml:"kv_cache_tokens"`
+	Replicas          int        `yaml:"replicas,omitempty"` // default 1
+}
+
+// DecodeStep is the time of one decode step at batch size b:
+// Base + PerSeq*b milliseconds.
+type DecodeStep struct {
+	Base   float64 `yaml:"base"`
+	PerSeq float64 `yaml:"per_seq"`
+}

@@ -1,0 +1,40 @@
+package schemas
+
+import "time"
+
+// Snapshot is the weight snapshot for one front-end cluster: the value of
+// that cluster's key in the ilb-weights KV bucket, and the file format of
+// `ilb dataplane --snapshot`. The JSON field names are a public contract.
+type Snapshot struct {
+	Version      uint64             `json:"version"`       // strictly increasing fleet-wide
+	Cluster      string             `json:"cluster"`       // front-end cluster name
+	CreatedAt    time.Time          `json:"created_at"`    // when the optimizer made it
+	Weights      map[string]float64 `json:"weights"`       // engine -> fraction of this cluster's traffic
+	ShedFraction float64            `json:"shed_fraction"` // fraction of traffic to shed; weights sum to 1 - this
+	// Table is the selection table computed by the optimizer from the
+	// previous table with minimal churn. Optional: a snapshot without one
+	// is still valid and the data plane builds the table from Weights.
+	Table *SnapshotTable `json:"table,omitempty"`
+	// InputsDigest identifies the inputs of the solve, for debugging.
+	InputsDigest string `json:"inputs_digest,omitempty"`
+}
+
+// SnapshotTable carries a selection table compactly. Engines lists the
+// engine names the encoded slots refer to by index; Data is the slot
+// assignment encoded by solver/sched (see schemas/README.md); JSON carries
+// it as base64.
+type SnapshotTable struct {
+	Slots    int      `json:"slots"`    // number of slots, a power of two
+	Encoding string   `json:"encoding"` // encoding of Data, e.g. "rle-uvarint-v1"
+	Engines  []string `json:"engines"`  // index -> engine name
+	Data     []byte   `json:"data"`     // encoded slot owners
+}
+
+// Manifest is the value of the manifest key in the weights bucket: the
+// fleet-wide version and the clusters published at that version.
+type Manifest struct {
+	Version   uint64            `json:"version"`
+	CreatedAt time.Time         `json:"created_at"`
+	Clusters  map[string]uint64 `json:"clusters"` // cluster -> version of its latest snapshot
+	Leader    string            `json:"leader,omitempty"`
+}
