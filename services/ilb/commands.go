@@ -30,6 +30,7 @@ func commands() []command {
 		{"backtest", "replay a request trace over a fleet under routing policies, in virtual time", cmdBacktest},
 		{"trace", "convert request traces between formats (trace convert)", cmdTrace},
 		{"solve", "solve one allocation problem (JSON) and print the solution", cmdSolve},
+		{"healthcheck", "GET a health URL and exit 0 on 2xx (for container health checks)", cmdHealthcheck},
 	}
 }
 

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -48,5 +50,18 @@ func TestBadFlagExits2(t *testing.T) {
 	code, _, errs := run(t, "solve", "--no-such-flag")
 	if code != 2 || errs == "" {
 		t.Fatalf("bad flag: exit %d, stderr %q", code, errs)
+	}
+}
+
+func TestHealthcheck(t *testing.T) {
+	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) }))
+	defer ok.Close()
+	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(503) }))
+	defer bad.Close()
+	if code, out, _ := run(t, "healthcheck", "--url", ok.URL); code != 0 || !strings.Contains(out, "healthy") {
+		t.Fatalf("healthy server: exit %d %q", code, out)
+	}
+	if code, _, errs := run(t, "healthcheck", "--url", bad.URL); code != 1 || !strings.Contains(errs, "503") {
+		t.Fatalf("unhealthy server: exit %d %q", code, errs)
 	}
 }

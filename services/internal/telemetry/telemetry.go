@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/otlptranslator"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
@@ -79,7 +80,9 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 	res := resource.NewSchemaless(semconv.ServiceName(cfg.ServiceName))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo())
+	exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo(),
+		// Explicit, so names follow deploy/METRICS.md whatever the global default.
+		otelprom.WithTranslationStrategy(otlptranslator.UnderscoreEscapingWithSuffixes))
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: prometheus exporter: %w", err)
 	}

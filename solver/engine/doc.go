@@ -1,0 +1,39 @@
+// Package engine is ilb's model of one LLM inference engine, shared by the
+// engine simulator (real time) and the backtester (virtual time) so that
+// both run one code.
+//
+// The model is iteration-level continuous batching, like vLLM without
+// chunked prefill. Requests wait in a FIFO queue. At each iteration
+// boundary the engine admits waiting requests, in order, while fewer than
+// MaxBatch are running (and, with KVAdmission, while their reserved KV fits);
+// if it admitted any, the next iteration is a prefill of all of them, lasting
+// their uncached prompt tokens / PrefillTokensPerS (plus PrefillOverheadMs),
+// at whose end each has its first token. Otherwise the next iteration is a
+// decode step, lasting DecodeBaseMs + DecodePerSeqMs*b at batch size b, which
+// gives every running request one token. A request with OutputTokens n
+// finishes after n-1 decode steps. A request's cached tokens are the longest
+// prefix of its Blocks found in the engine's prefix cache, times
+// BlockTokens, capped at its prompt; the cache is an LRU over
+// KVCacheTokens/BlockTokens blocks, and a request's blocks are added or
+// refreshed when its prefill ends.
+//
+// Faults: SetSlowdown stretches iterations, SetErrorRate fails requests at
+// admission with a seeded generator, SetHealthy(false) rejects arrivals,
+// SetReplicas scales capacity with the ready replicas.
+//
+// Time is virtual, in int64 nanoseconds, and passed in. An event loop asks
+// NextEventTime when the engine next needs attention and calls Advance up to
+// that time, and calls Submit at each arrival; completions come out of
+// Advance. Between changes the batch is constant, so the engine jumps over
+// whole runs of decode steps at once: its cost is per request, not per
+// token (see README.md for measured speed).
+//
+// Default parameters for h100 and a100 (DefaultParams) are fitted from
+// measured llama2-70b timings; see the constants in params.go.
+//
+// # Concurrency
+//
+// An Engine is not safe for concurrent use: one goroutine owns it. The
+// package has no goroutines, no globals, no clock and no I/O; the same
+// calls give bit-identical results.
+package engine

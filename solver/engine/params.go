@@ -1,0 +1,126 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+)
+
+// Params describes one engine: a model served on one SKU. The names follow
+// the fleet file (prefill_tokens_per_s, decode_step_ms{base, per_seq},
+// max_batch, kv_cache_tokens, block_tokens) so a caller copies them over
+// field by field.
+type Params struct {
+	// PrefillTokensPerS is the prefill throughput of one replica: a prefill
+	// iteration over n uncached prompt tokens lasts n/PrefillTokensPerS s.
+	PrefillTokensPerS float64
+	// PrefillOverheadMs is a fixed cost added to every prefill iteration.
+	PrefillOverheadMs float64
+	// DecodeBaseMs and DecodePerSeqMs give one decode step at batch size b:
+	// DecodeBaseMs + DecodePerSeqMs*b milliseconds.
+	DecodeBaseMs   float64
+	DecodePerSeqMs float64
+	// MaxBatch is the most requests one replica runs at once (prefilling
+	// and decoding together).
+	MaxBatch int
+	// KVCacheTokens is one replica's KV memory in tokens. It sizes the
+	// prefix cache (KVCacheTokens/BlockTokens blocks) and, with
+	// KVAdmission, bounds the tokens reserved by running requests.
+	KVCacheTokens int
+	// BlockTokens is the size of one prefix block (the unit of Blocks).
+	BlockTokens int
+	// KVAdmission makes admission reserve PromptTokens+OutputTokens of KV
+	// per request and stop while the reservation would exceed
+	// KVCacheTokens (a request alone on the engine is always admitted).
+	KVAdmission bool
+	// Replicas is the initial number of ready (and total) replicas; 0
+	// means 1. SetReplicas changes it later.
+	Replicas int
+}
+
+// Calibrated defaults: llama2-70b, tensor parallel 4, fitted from the
+// SplitwiseSim measurements (github.com/Mutinifni/splitwise-sim,
+// data/perf_model.csv, MIT licence), all 105 rows per SKU (21
+// configurations x 5 repetitions; prompts 128-8192 tokens, batches 1-64).
+// Prefill: least squares through the origin of prompt_time against
+// prompt_size*batch_size. Decode: ordinary least squares of token_time
+// against batch_size. calibrate_test.go re-derives these numbers from the
+// trimmed copy in testdata/.
+//
+//	sku   prefill tok/s (R2)   decode base ms   decode per-seq ms (R2)
+//	h100  9282 (0.999)         28.91            0.3343 (0.968)
+//	a100  3086 (0.994)         43.80            0.4095 (0.935)
+//
+// So an 8192-token prompt prefills in 883 ms on h100 (measured: 943 ms) and a
+// decode step at batch 64 takes 50.3 ms (measured: 52.0 ms).
+//
+// KV cache: llama2-70b keeps 80 layers x 8 KV heads x 128 dims x 2 (K and V)
+// x 2 bytes = 320 KiB per token. Four 80 GiB GPUs at vLLM's default 0.9
+// memory fraction, less 138 GB of fp16 weights (68.98e9 parameters), leave
+// about 171 GB, or 522k tokens; 500k leaves room for activations. The same
+// holds for A100-80GB. MaxBatch 64 is the largest batch measured: beyond it
+// the decode fit would be an extrapolation. BlockTokens 512 is the block
+// size of the Mooncake traces' hash_ids.
+const (
+	h100PrefillTokensPerS = 9282
+	h100DecodeBaseMs      = 28.91
+	h100DecodePerSeqMs    = 0.3343
+	a100PrefillTokensPerS = 3086
+	a100DecodeBaseMs      = 43.80
+	a100DecodePerSeqMs    = 0.4095
+	defaultMaxBatch       = 64
+	defaultKVCacheTokens  = 500_000
+	defaultBlockTokens    = 512
+)
+
+// DefaultParams returns the calibrated parameters for a SKU ("h100" or
+// "a100", case-insensitive; the data set's "h100-80gb" and "a100-80gb" are
+// accepted too) and false for any other SKU.
+func DefaultParams(sku string) (Params, bool) {
+	p := Params{MaxBatch: defaultMaxBatch, KVCacheTokens: defaultKVCacheTokens, BlockTokens: defaultBlockTokens, Replicas: 1}
+	switch strings.ToLower(sku) {
+	case "h100", "h100-80gb":
+		p.PrefillTokensPerS, p.DecodeBaseMs, p.DecodePerSeqMs = h100PrefillTokensPerS, h100DecodeBaseMs, h100DecodePerSeqMs
+	case "a100", "a100-80gb":
+		p.PrefillTokensPerS, p.DecodeBaseMs, p.DecodePerSeqMs = a100PrefillTokensPerS, a100DecodeBaseMs, a100DecodePerSeqMs
+	default:
+		return Params{}, false
+	}
+	return p, true
+}
+
+// ErrInvalid is wrapped by every error about bad parameters or requests.
+var ErrInvalid = errors.New("engine: invalid")
+
+// maxTokens bounds token counts so that no time computation can overflow.
+const maxTokens = 1 << 30
+
+// Validate reports the first problem with p, wrapping ErrInvalid.
+func (p Params) Validate() error {
+	switch {
+	case !positive(p.PrefillTokensPerS):
+		return fmt.Errorf("%w: prefill_tokens_per_s %v must be positive", ErrInvalid, p.PrefillTokensPerS)
+	case !nonNegative(p.PrefillOverheadMs):
+		return fmt.Errorf("%w: prefill overhead %v ms must be >= 0", ErrInvalid, p.PrefillOverheadMs)
+	case !nonNegative(p.DecodeBaseMs) || !nonNegative(p.DecodePerSeqMs):
+		return fmt.Errorf("%w: decode_step_ms base %v, per_seq %v must be >= 0", ErrInvalid, p.DecodeBaseMs, p.DecodePerSeqMs)
+	case p.DecodeBaseMs+p.DecodePerSeqMs > 3.6e6:
+		return fmt.Errorf("%w: decode step %v ms is over an hour", ErrInvalid, p.DecodeBaseMs+p.DecodePerSeqMs)
+	case p.MaxBatch < 1 || p.MaxBatch > maxTokens:
+		return fmt.Errorf("%w: max_batch %d must be in [1, 2^30]", ErrInvalid, p.MaxBatch)
+	case p.BlockTokens < 1 || p.BlockTokens > maxTokens:
+		return fmt.Errorf("%w: block_tokens %d must be in [1, 2^30]", ErrInvalid, p.BlockTokens)
+	case p.KVCacheTokens < 0 || p.KVCacheTokens > maxTokens:
+		return fmt.Errorf("%w: kv_cache_tokens %d must be in [0, 2^30]", ErrInvalid, p.KVCacheTokens)
+	case p.Replicas < 0 || p.Replicas > maxReplicas:
+		return fmt.Errorf("%w: replicas %d must be in [0, %d]", ErrInvalid, p.Replicas, maxReplicas)
+	}
+	return nil
+}
+
+// maxReplicas keeps MaxBatch*replicas and cache sizes within int32 indexes.
+const maxReplicas = 1024
+
+func positive(x float64) bool    { return x > 0 && !math.IsInf(x, 1) }
+func nonNegative(x float64) bool { return x >= 0 && !math.IsInf(x, 1) }
