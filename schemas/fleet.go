@@ -36,6 +36,9 @@ type FleetEngine struct {
 	MaxBatch          int        `yaml:"max_batch"`
 	KVCacheTokens     int        `yaml:"kv_cache_tokens"`
 	Replicas          int        `yaml:"replicas,omitempty"` // default 1
+	// URL is the engine's OpenAI-compatible base URL (the proxy appends
+	// /v1/chat/completions). Optional: `ilb dev` and engine-sim fill it in.
+	URL string `yaml:"url,omitempty"`
 }
 
 // DecodeStep is the time of one decode step at batch size b:

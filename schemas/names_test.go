@@ -1,0 +1,62 @@
+package schemas
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestClusterKey(t *testing.T) {
+	cases := []struct{ name, want string }{
+		{"fe-east", ""},
+		{"fe_east/eu=1.a", ""},
+		{"A.b.C", ""},
+		{strings.Repeat("a", MaxNameLen), ""},
+		{"", "cluster name is empty"},
+		{strings.Repeat("a", MaxNameLen+1), "cluster name is 257 bytes"},
+		{"manifest", `cluster name "manifest" is reserved`},
+		{".fe", "starts or ends with '.'"},
+		{"fe.", "starts or ends with '.'"},
+		{"fe..east", `empty token ("..")`},
+		{"fe east", `contains ' '`},
+		{"fe*", `contains '*'`},
+		{"fe>", `contains '>'`},
+		{"fé", `contains 'é'`},
+		{"fe\xff", "contains '\ufffd'"},
+	}
+	for _, tc := range cases {
+		key, err := ClusterKey(tc.name)
+		if tc.want == "" {
+			if err != nil || key != tc.name {
+				t.Errorf("ClusterKey(%q) = %q, %v", tc.name, key, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) || key != "" {
+			t.Errorf("ClusterKey(%q) = %q, %v; want error containing %q", tc.name, key, err, tc.want)
+		}
+	}
+}
+
+func TestDefaultNamesValid(t *testing.T) {
+	for _, topic := range []string{TopicSignals, TopicSignalsDLQ, TopicFeatures} {
+		if err := ValidTopicName(topic); err != nil {
+			t.Errorf("default topic: %v", err)
+		}
+	}
+	if err := ValidBucketName(BucketWeights); err != nil {
+		t.Errorf("default bucket: %v", err)
+	}
+	if err := validKVKey(ManifestKey); err != nil {
+		t.Errorf("manifest key: %v", err)
+	}
+	for _, bad := range []string{"", "a.b", "a b", "a/b", "a=b"} {
+		if ValidBucketName(bad) == nil {
+			t.Errorf("bucket name %q accepted", bad)
+		}
+	}
+	for _, bad := range []string{"", ".", "..", "a/b", "a b", strings.Repeat("t", 250)} {
+		if ValidTopicName(bad) == nil {
+			t.Errorf("topic name %q accepted", bad)
+		}
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package schemas
+
+const raceEnabled = false
