@@ -1,11 +1,71 @@
 package main
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/ilb-router/ilb/streams/embedded"
+)
+
+const brokersAbout = `Runs only the embedded brokers: a Kafka-protocol broker and a NATS server
+with JetStream, on real TCP ports, so ilb's services (and kcat, the nats CLI)
+can run as separate processes on this machine. Runs until interrupted.
+
+Without --data-dir all state is lost on exit; with it, JetStream (the weights
+bucket and its history) and the Kafka log survive a restart. An empty
+--kafka-listen or --nats-listen leaves that broker out.`
 
 func cmdBrokers(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "brokers", "[flags]", "Not built yet (issue #2).")
+	cfg := embedded.DefaultConfig()
+	fs := newFlags(e, "brokers", "[--kafka-listen ADDR] [--nats-listen ADDR] [--data-dir DIR]", brokersAbout)
+	fs.StringVar(&cfg.KafkaListen, "kafka-listen", cfg.KafkaListen, "host:port of the Kafka-protocol broker (port 0: any free port)")
+	fs.StringVar(&cfg.KafkaAdvertiseHost, "kafka-advertise-host", "", "host the Kafka broker tells clients to connect to (default: the listen host, or 127.0.0.1 for all interfaces)")
+	fs.StringVar(&cfg.NATSListen, "nats-listen", cfg.NATSListen, "host:port of the NATS server (port 0: any free port)")
+	fs.StringVar(&cfg.DataDir, "data-dir", "", "directory keeping broker state across restarts (default: none, state in memory)")
+	fs.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "partitions of the pre-created topics ilb.signals, ilb.signals.dlq, ilb.features")
+	fs.BoolVar(&cfg.SyncAlways, "sync-always", false, "fsync every write (no acknowledged write lost on a machine crash; slower)")
+	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "longest wait for the brokers to stop")
+	level := fs.String("log-level", "warn", "broker log level: debug, info, warn or error (to stderr)")
 	if err := parseFlags(fs, e, args); err != nil {
 		return err
 	}
-	return notBuilt("brokers", 2)
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(*level)); err != nil {
+		return badInput("--log-level %q: want debug, info, warn or error", *level)
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: lv}))
+	if err := cfg.Validate(); err != nil {
+		return usageError{err}
+	}
+	b, err := embedded.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	printBrokers(e.stdout, b, cfg.DataDir)
+	return b.Run(ctx)
+}
+
+// printBrokers tells the user where the brokers are and how to look at
+// them.
+func printBrokers(w io.Writer, b *embedded.Brokers, dataDir string) {
+	if addrs := b.KafkaAddrs(); len(addrs) > 0 {
+		fmt.Fprintf(w, "kafka: %s\n", addrs[0])
+	}
+	if url := b.NATSURL(); url != "" {
+		fmt.Fprintf(w, "nats: %s\n", url)
+	}
+	if dataDir != "" {
+		fmt.Fprintf(w, "data: %s (kept across restarts)\n", dataDir)
+	} else {
+		fmt.Fprintln(w, "data: in memory (lost on exit; --data-dir keeps it)")
+	}
+	if addrs := b.KafkaAddrs(); len(addrs) > 0 {
+		fmt.Fprintf(w, "try:  kcat -b %s -L\n", addrs[0])
+	}
+	if url := b.NATSURL(); url != "" {
+		fmt.Fprintf(w, "try:  nats --server %s kv ls\n", url)
+	}
+	fmt.Fprintln(w, "ready; Ctrl-C stops")
 }

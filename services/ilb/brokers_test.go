@@ -1,0 +1,218 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/goleak"
+)
+
+func TestBrokersBadFlagsExit2(t *testing.T) {
+	for name, args := range map[string][]string{
+		"no port":         {"--kafka-listen", "127.0.0.1"},
+		"bad port":        {"--nats-listen", "127.0.0.1:nats"},
+		"nothing to run":  {"--kafka-listen", "", "--nats-listen", ""},
+		"zero partitions": {"--partitions", "0"},
+		"bad log level":   {"--log-level", "loud"},
+		"stray argument":  {"now"},
+	} {
+		code, _, errs := run(t, append([]string{"brokers"}, args...)...)
+		if code != 2 || errs == "" {
+			t.Errorf("%s: exit %d, stderr %q; want 2 and a message", name, code, errs)
+		}
+	}
+}
+
+func TestBrokersHelpNamesTheFlags(t *testing.T) {
+	code, out, _ := run(t, "brokers", "--help")
+	for _, flag := range []string{"--kafka-listen", "--nats-listen", "--data-dir"} {
+		if code != 0 || !strings.Contains(out, strings.TrimPrefix(flag, "-")) {
+			t.Errorf("brokers --help (exit %d) does not mention %s:\n%s", code, flag, out)
+		}
+	}
+}
+
+// freePort returns a TCP port that was free a moment ago.
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// brokersProc is `ilb brokers` running in a goroutine.
+type brokersProc struct {
+	cancel context.CancelFunc
+	out    *syncBuffer
+	code   chan int
+}
+
+func startBrokers(t *testing.T, args ...string) *brokersProc {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &brokersProc{cancel: cancel, out: &syncBuffer{}, code: make(chan int, 1)}
+	errb := &syncBuffer{}
+	go func() { p.code <- runMain(ctx, append([]string{"brokers"}, args...), p.out, errb) }()
+	deadline := time.Now().Add(15 * time.Second)
+	for !strings.Contains(p.out.String(), "ready;") {
+		select {
+		case c := <-p.code:
+			t.Fatalf("ilb brokers exited %d before ready; stderr:\n%s", c, errb.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("ilb brokers not ready after 15s; stdout:\n%s", p.out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return p
+}
+
+// stop interrupts the command as SIGINT would and returns its exit code.
+func (p *brokersProc) stop(t *testing.T) int {
+	t.Helper()
+	p.cancel()
+	select {
+	case c := <-p.code:
+		return c
+	case <-time.After(15 * time.Second):
+		t.Fatal("ilb brokers did not stop within 15s of the interrupt")
+		return -1
+	}
+}
+
+func TestBrokersServeAndStopCleanly(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	kafkaAddr, natsAddr := freePort(t), freePort(t)
+	p := startBrokers(t, "--kafka-listen", kafkaAddr, "--nats-listen", natsAddr)
+	out := p.out.String()
+	for _, want := range []string{
+		"kafka: " + kafkaAddr + "\n",
+		"nats: nats://" + natsAddr + "\n",
+		"kcat -b " + kafkaAddr + " -L",
+		"nats --server nats://" + natsAddr + " kv ls",
+		"data: in memory",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kafkaAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = cl.ProduceSync(ctx, &kgo.Record{Topic: "ilb.signals", Value: []byte("x")}).FirstErr()
+	cl.Close()
+	if err != nil {
+		t.Fatalf("produce to the pre-created topic: %v", err)
+	}
+	nc, err := nats.Connect("nats://" + natsAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	_, err = js.AccountInfo(ctx)
+	nc.Close()
+	if err != nil {
+		t.Fatalf("JetStream: %v", err)
+	}
+
+	if code := p.stop(t); code != 0 {
+		t.Fatalf("exit %d after interrupt, want 0", code)
+	}
+	if c, err := net.DialTimeout("tcp", natsAddr, time.Second); err == nil {
+		c.Close()
+		t.Fatal("NATS port still open after exit")
+	}
+}
+
+func TestBrokersDataDirSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	addr := freePort(t)
+	args := []string{"--kafka-listen", "", "--nats-listen", addr, "--data-dir", dir}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	p := startBrokers(t, args...)
+	if !strings.Contains(p.out.String(), "data: "+dir) {
+		t.Errorf("output does not name the data dir:\n%s", p.out.String())
+	}
+	nc, err := nats.Connect("nats://" + addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "ilb-weights", History: 64})
+	if err == nil {
+		_, err = kv.Put(ctx, "fe-a", []byte(`{"version":42}`))
+	}
+	nc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := p.stop(t); code != 0 {
+		t.Fatalf("first run exit %d", code)
+	}
+
+	p = startBrokers(t, args...)
+	defer p.stop(t)
+	nc, err = nats.Connect("nats://" + addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ = jetstream.New(nc)
+	kv, err = js.KeyValue(ctx, "ilb-weights")
+	if err != nil {
+		t.Fatalf("bucket gone after restart: %v", err)
+	}
+	e, err := kv.Get(ctx, "fe-a")
+	if err != nil || string(e.Value()) != `{"version":42}` {
+		t.Fatalf("after restart: %v, %v", e, err)
+	}
+}
+
+func TestBrokersPortInUseExits1(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	code, _, errs := run(t, "brokers", "--kafka-listen", ln.Addr().String(), "--nats-listen", "")
+	if code != 1 || !strings.Contains(errs, "kafka listen") {
+		t.Fatalf("port in use: exit %d, stderr %q", code, errs)
+	}
+}

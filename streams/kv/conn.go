@@ -1,0 +1,155 @@
+package kv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Config says how to reach NATS.
+type Config struct {
+	// URL is one or more comma-separated nats:// (or tls://) URLs.
+	URL string
+	// Name identifies this connection in the server's monitoring.
+	Name string
+	// CredsFile is a NATS credentials file (JWT and NKey seed).
+	CredsFile string
+	// NKeyFile is an NKey seed file; exclusive with CredsFile.
+	NKeyFile string
+	// TLSCAFile is a PEM bundle of CAs to trust; TLSCertFile and
+	// TLSKeyFile a client certificate for mutual TLS (both or neither).
+	TLSCAFile, TLSCertFile, TLSKeyFile string
+	// ConnectTimeout bounds one connection attempt.
+	ConnectTimeout time.Duration
+	// ReconnectWait is the pause between reconnect attempts to one server.
+	ReconnectWait time.Duration
+	// ReconnectBufBytes is how much outgoing data is buffered while
+	// reconnecting; publishes beyond it fail at once.
+	ReconnectBufBytes int
+	// RetryOnFailedConnect makes Connect succeed while NATS is down and
+	// keep trying in the background, so a service can start (and serve
+	// from its last good state) before NATS is up.
+	RetryOnFailedConnect bool
+	// Logger receives connection events; nil discards them.
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns a configuration for the local embedded server.
+func DefaultConfig() Config {
+	return Config{
+		URL:               nats.DefaultURL,
+		Name:              "ilb",
+		ConnectTimeout:    5 * time.Second,
+		ReconnectWait:     500 * time.Millisecond,
+		ReconnectBufBytes: 8 << 20,
+	}
+}
+
+// Validate reports the first problem with c. It does not read files.
+func (c Config) Validate() error {
+	if len(splitURLs(c.URL)) == 0 {
+		return errors.New("kv: no NATS URL")
+	}
+	for _, u := range splitURLs(c.URL) {
+		pu, err := url.Parse(u)
+		if err != nil || pu.Host == "" {
+			return fmt.Errorf("kv: NATS URL %q is not scheme://host:port", u)
+		}
+	}
+	switch {
+	case c.CredsFile != "" && c.NKeyFile != "":
+		return errors.New("kv: set a creds file or an nkey file, not both")
+	case (c.TLSCertFile == "") != (c.TLSKeyFile == ""):
+		return errors.New("kv: TLS client certificate and key go together")
+	case c.ConnectTimeout <= 0 || c.ReconnectWait <= 0:
+		return fmt.Errorf("kv: connect timeout %v and reconnect wait %v must be positive", c.ConnectTimeout, c.ReconnectWait)
+	case c.ReconnectBufBytes < 0:
+		return fmt.Errorf("kv: reconnect buffer %d bytes is negative", c.ReconnectBufBytes)
+	}
+	return nil
+}
+
+func splitURLs(s string) []string {
+	var out []string
+	for _, u := range strings.Split(s, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// Options validates c and returns the nats.go options for it.
+func (c Config) Options() ([]nats.Option, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	log := c.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	opts := []nats.Option{
+		nats.Name(c.Name),
+		nats.Timeout(c.ConnectTimeout),
+		nats.MaxReconnects(-1), // never give up: the data plane outlives NATS outages
+		nats.ReconnectWait(c.ReconnectWait),
+		nats.ReconnectBufSize(c.ReconnectBufBytes),
+		nats.RetryOnFailedConnect(c.RetryOnFailedConnect),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			log.Warn("nats: disconnected", "err", err)
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info("nats: reconnected", "url", nc.ConnectedUrlRedacted())
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			log.Warn("nats: async error", "err", err)
+		}),
+	}
+	if c.CredsFile != "" {
+		opts = append(opts, nats.UserCredentials(c.CredsFile))
+	}
+	if c.NKeyFile != "" {
+		o, err := nats.NkeyOptionFromSeed(c.NKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("kv: nkey file: %w", err)
+		}
+		opts = append(opts, o)
+	}
+	if c.TLSCAFile != "" {
+		opts = append(opts, nats.RootCAs(c.TLSCAFile))
+	}
+	if c.TLSCertFile != "" {
+		opts = append(opts, nats.ClientCert(c.TLSCertFile, c.TLSKeyFile))
+	}
+	return opts, nil
+}
+
+// Connect connects to NATS and returns the connection and its JetStream
+// context. ctx is checked first; the attempt itself is bounded by
+// ConnectTimeout. The connection reconnects forever; close it when done.
+func Connect(ctx context.Context, cfg Config) (*nats.Conn, jetstream.JetStream, error) {
+	opts, err := cfg.Options()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	nc, err := nats.Connect(cfg.URL, opts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kv: connect to %s: %w", cfg.URL, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("kv: jetstream: %w", err)
+	}
+	return nc, js, nil
+}

@@ -1,0 +1,28 @@
+// Package kv is ilb's JetStream key-value wiring: connecting to NATS with
+// endless reconnects, creating the weights bucket, publishing with
+// compare-and-swap on the key's revision, watching keys across
+// reconnects, and reading a key's history for rollbacks.
+//
+// # Trace context
+//
+// The JetStream KV API takes no message headers on Put and exposes none
+// on Get or Watch, so trace context cannot ride on KV entries through this
+// API; a value that needs one carries it in its own encoding (see schemas).
+// HeaderCarrier carries it on plain NATS messages.
+//
+// # Watching and duplicates
+//
+// Watch delivers the latest value of every matching key, then calls
+// initialDone once, then delivers updates. Use RewatchOnReconnect so that
+// a restarted server is noticed at once rather than after tens of seconds. When the watcher has to be
+// re-created (the connection came back, or the subscription ended), the
+// latest values are delivered again, so a consumer must apply an entry
+// only if it is newer than what it has (by revision, or by the version
+// inside the value) and treat the rest as duplicates.
+//
+// # Concurrency
+//
+// Functions are safe for concurrent use with distinct or shared
+// connections. Watch calls its callback from one goroutine, never
+// concurrently, and returns only after its watcher is stopped.
+package kv
