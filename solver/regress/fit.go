@@ -1,0 +1,200 @@
+package regress
+
+import (
+	"fmt"
+	"math"
+)
+
+// Point is one window of one engine: the load it served and its latencies.
+type Point struct {
+	LoadRPS float64 // served load: completions per second in the window
+	TTFTMs  float64 // the window's median TTFT (package doc)
+	TBOTMs  float64 // the window's median time between output tokens
+	// Weight is the point's weight in the least squares; 0 counts as 1.
+	// For per-window medians leave it unset: model error, not sampling
+	// error, dominates, and weighting by completions lets busy windows
+	// swamp light ones (README.md, real data).
+	Weight float64
+}
+
+// Profile is a fitted latency-versus-load profile in the solver's form
+// (DESIGN.md, ilb solve): ttft = TTFTBaseMs + TTFTQueueMs*ρ/(1-ρ) and
+// tbot = TBOTBaseMs + TBOTSlopeMs*ρ with ρ = load/CapacityRPS.
+type Profile struct {
+	TTFTBaseMs  float64
+	TTFTQueueMs float64
+	TBOTBaseMs  float64
+	TBOTSlopeMs float64
+	// CapacityRPS is the fitted saturation load, where the queueing term
+	// diverges. It is the solver's capacity_rps.
+	CapacityRPS float64
+	// SLOCapacityRPS is the load at which the fitted TTFT reaches
+	// Config.TTFTSLOMs (0 if even an idle engine misses it): the most an
+	// optimizer should send; see MaxUtilization.
+	SLOCapacityRPS float64
+	TTFTR2         float64
+	TBOTR2         float64
+	Samples        int
+	LoadMinRPS     float64
+	LoadMaxRPS     float64
+}
+
+// TTFTMs predicts the TTFT at a load; +Inf at or beyond capacity.
+func (p Profile) TTFTMs(loadRPS float64) float64 {
+	if loadRPS >= p.CapacityRPS {
+		return math.Inf(1)
+	}
+	return p.TTFTBaseMs + p.TTFTQueueMs*loadRPS/(p.CapacityRPS-loadRPS)
+}
+
+// TBOTMs predicts the time between output tokens at a load.
+func (p Profile) TBOTMs(loadRPS float64) float64 {
+	return p.TBOTBaseMs + p.TBOTSlopeMs*loadRPS/p.CapacityRPS
+}
+
+// MaxUtilization is SLOCapacityRPS / CapacityRPS: the utilisation cap that
+// keeps the predicted TTFT within the SLO, for an optimizer that takes the
+// SLO as a per-engine limit (max_utilization) rather than a derated
+// capacity, which would distort its queueing model.
+func (p Profile) MaxUtilization() float64 {
+	if p.CapacityRPS <= 0 {
+		return 0
+	}
+	return p.SLOCapacityRPS / p.CapacityRPS
+}
+
+// Fit fits a profile to the points: it searches the capacity, and for each
+// candidate fits the rest by least squares (package doc). It refuses, with
+// an error wrapping one of the sentinels, input too thin or too noisy to
+// trust. When the error is ErrNarrowRange, ErrPoorFit or ErrNoSaturation
+// the returned Profile holds the rejected fit, for logging only.
+func Fit(points []Point, cfg Config) (Profile, error) {
+	d, err := prepare(points, cfg)
+	if err != nil {
+		return Profile{}, err
+	}
+	c, err := d.searchCapacity(cfg.MaxCapacityFactor)
+	p := d.profile(c, cfg)
+	if err != nil {
+		return p, err
+	}
+	return p, d.check(p, cfg)
+}
+
+// FitCapacity fits the profile with a known capacity (from a prior, a SKU
+// profile or a load test): only the base, queue and slope terms are fitted.
+func FitCapacity(points []Point, capacityRPS float64, cfg Config) (Profile, error) {
+	d, err := prepare(points, cfg)
+	if err != nil {
+		return Profile{}, err
+	}
+	if !(capacityRPS > d.maxLoad) || math.IsInf(capacityRPS, 1) {
+		return Profile{}, fmt.Errorf("%w: capacity %v rps, loads up to %v rps", ErrCapacity, capacityRPS, d.maxLoad)
+	}
+	p := d.profile(capacityRPS, cfg)
+	if p.TTFTQueueMs == 0 {
+		return p, fmt.Errorf("%w: TTFT does not rise with load at capacity %v rps", ErrNoSaturation, capacityRPS)
+	}
+	return p, d.check(p, cfg)
+}
+
+// data is validated input, with scratch space for the fits.
+type data struct {
+	load, ttft, tbot, w []float64
+	x                   []float64 // scratch: the regressor for one capacity
+	minLoad, maxLoad    float64
+}
+
+func prepare(points []Point, cfg Config) (*data, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	for i, p := range points {
+		if err := p.validate(); err != nil {
+			return nil, fmt.Errorf("point %d: %w", i, err)
+		}
+	}
+	if len(points) < cfg.MinSamples {
+		return nil, fmt.Errorf("%w: %d points, need %d", ErrTooFewSamples, len(points), cfg.MinSamples)
+	}
+	n := len(points)
+	buf := make([]float64, 5*n)
+	d := &data{load: buf[:n], ttft: buf[n : 2*n], tbot: buf[2*n : 3*n], w: buf[3*n : 4*n], x: buf[4*n:]}
+	d.minLoad, d.maxLoad = math.Inf(1), 0
+	for i, p := range points {
+		d.load[i], d.ttft[i], d.tbot[i], d.w[i] = p.LoadRPS, p.TTFTMs, p.TBOTMs, p.Weight
+		if p.Weight == 0 {
+			d.w[i] = 1
+		}
+		d.minLoad, d.maxLoad = min(d.minLoad, p.LoadRPS), max(d.maxLoad, p.LoadRPS)
+	}
+	// The capacity exceeds every load, so a spread below MinLoadSpread of
+	// the largest load is too narrow whatever the fit.
+	if !(d.maxLoad > d.minLoad) || (d.maxLoad-d.minLoad)/d.maxLoad < cfg.MinLoadSpread {
+		return nil, fmt.Errorf("%w: loads %.3g-%.3g rps span less than %.0f%% of the largest",
+			ErrNarrowRange, d.minLoad, d.maxLoad, 100*cfg.MinLoadSpread)
+	}
+	return d, nil
+}
+
+func (p Point) validate() error {
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"load", p.LoadRPS}, {"TTFT", p.TTFTMs}, {"TBOT", p.TBOTMs}, {"weight", p.Weight}} {
+		if !(f.v >= 0) || math.IsInf(f.v, 1) {
+			return fmt.Errorf("%w: %s %v must be finite and non-negative", ErrInvalidPoint, f.name, f.v)
+		}
+	}
+	return nil
+}
+
+// profile fits every term given the capacity c.
+func (d *data) profile(c float64, cfg Config) Profile {
+	ttft := d.ttftLine(c)
+	for i, l := range d.load {
+		d.x[i] = l / c
+	}
+	tbot := fitLine(d.x, d.tbot, d.w)
+	p := Profile{
+		TTFTBaseMs: ttft.a, TTFTQueueMs: ttft.b, TBOTBaseMs: tbot.a, TBOTSlopeMs: tbot.b,
+		CapacityRPS: c, TTFTR2: ttft.r2(), TBOTR2: tbot.r2(),
+		Samples: len(d.load), LoadMinRPS: d.minLoad, LoadMaxRPS: d.maxLoad,
+	}
+	p.SLOCapacityRPS = sloCapacity(p, cfg.TTFTSLOMs)
+	return p
+}
+
+// ttftLine fits TTFT against ρ/(1-ρ) = λ/(c-λ) for capacity c.
+func (d *data) ttftLine(c float64) line {
+	for i, l := range d.load {
+		d.x[i] = l / (c - l)
+	}
+	return fitLine(d.x, d.ttft, d.w)
+}
+
+// sloCapacity solves base + queue*ρ/(1-ρ) = slo for ρ and returns c*ρ.
+func sloCapacity(p Profile, slo float64) float64 {
+	if slo <= p.TTFTBaseMs || p.TTFTQueueMs <= 0 {
+		return 0
+	}
+	r := (slo - p.TTFTBaseMs) / p.TTFTQueueMs // may be +Inf for a tiny queue term
+	return min(p.CapacityRPS*(1/(1+1/r)), p.CapacityRPS)
+}
+
+// check applies the refusals that need the fit.
+func (d *data) check(p Profile, cfg Config) error {
+	for _, v := range []float64{p.TTFTBaseMs, p.TTFTQueueMs, p.TBOTBaseMs, p.TBOTSlopeMs, p.CapacityRPS, p.SLOCapacityRPS} {
+		if !(v >= 0) || math.IsInf(v, 1) {
+			return fmt.Errorf("%w: %+v", ErrBadFit, p)
+		}
+	}
+	if spread := (d.maxLoad - d.minLoad) / p.CapacityRPS; spread < cfg.MinLoadSpread {
+		return fmt.Errorf("%w: loads %.3g-%.3g rps cover %.1f%% of capacity %.3g rps, need %.0f%%",
+			ErrNarrowRange, d.minLoad, d.maxLoad, 100*spread, p.CapacityRPS, 100*cfg.MinLoadSpread)
+	}
+	if p.TTFTR2 < cfg.MinTTFTR2 {
+		return fmt.Errorf("%w: TTFT R² %.3f below %.3f", ErrPoorFit, p.TTFTR2, cfg.MinTTFTR2)
+	}
+	return nil
+}

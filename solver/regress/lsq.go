@@ -1,0 +1,76 @@
+package regress
+
+// line is a weighted least-squares fit y = a + b*x with a, b >= 0.
+type line struct {
+	a, b float64
+	sse  float64 // weighted sum of squared residuals
+	sst  float64 // weighted total sum of squares about the mean
+}
+
+// r2 is the coefficient of determination. With no spread in y it is 1 for
+// a perfect fit and 0 otherwise (the usual convention for 0/0).
+func (l line) r2() float64 {
+	if l.sst == 0 {
+		if l.sse == 0 {
+			return 1
+		}
+		return 0
+	}
+	return 1 - l.sse/l.sst
+}
+
+// fitLine fits y = a + b*x by weighted least squares under a >= 0, b >= 0.
+// For two parameters the constrained optimum is the unconstrained one if
+// feasible, else the better of the two one-parameter fits on the boundary
+// (b = 0: the weighted mean; a = 0: the fit through the origin). It uses
+// centred sums, so large offsets in x or y do not cost precision.
+func fitLine(x, y, w []float64) line {
+	var sw, mx, my float64
+	for i := range x {
+		sw += w[i]
+		mx += w[i] * x[i]
+		my += w[i] * y[i]
+	}
+	mx /= sw
+	my /= sw
+	var sxx, sxy, syy, x2, xy float64
+	for i := range x {
+		dx, dy := x[i]-mx, y[i]-my
+		sxx += w[i] * dx * dx
+		sxy += w[i] * dx * dy
+		syy += w[i] * dy * dy
+		x2 += w[i] * x[i] * x[i]
+		xy += w[i] * x[i] * y[i]
+	}
+	l := line{a: my, sst: syy}
+	if sxx > 0 {
+		l.b = sxy / sxx
+		l.a = my - l.b*mx
+	}
+	if l.b < 0 || l.a < 0 {
+		l = bestOnBoundary(x, y, w, my, x2, xy, syy)
+	}
+	l.sse = sse(x, y, w, l.a, l.b)
+	return l
+}
+
+func bestOnBoundary(x, y, w []float64, my, x2, xy, syy float64) line {
+	flat := line{a: my, sst: syy}
+	if x2 <= 0 || xy <= 0 {
+		return flat
+	}
+	origin := line{b: xy / x2, sst: syy}
+	if sse(x, y, w, origin.a, origin.b) < sse(x, y, w, flat.a, flat.b) {
+		return origin
+	}
+	return flat
+}
+
+func sse(x, y, w []float64, a, b float64) float64 {
+	var s float64
+	for i := range x {
+		r := y[i] - a - b*x[i]
+		s += w[i] * r * r
+	}
+	return s
+}
