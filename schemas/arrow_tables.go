@@ -41,6 +41,7 @@ var profileColumns = []column[Profile]{
 	strCol("sku", false, func(r *Profile) *string { return &r.SKU }),
 	timeCol("fitted_at", func(r *Profile) *int64 { return &r.FittedAtUnixNano }),
 	f64Col("capacity_rps", func(r *Profile) *float64 { return &r.CapacityRPS }),
+	f64Col("slo_capacity_rps", func(r *Profile) *float64 { return &r.SLOCapacityRPS }),
 	f64Col("ttft_base_ms", func(r *Profile) *float64 { return &r.TTFTBaseMs }),
 	f64Col("ttft_queue_ms", func(r *Profile) *float64 { return &r.TTFTQueueMs }),
 	f64Col("tbot_base_ms", func(r *Profile) *float64 { return &r.TBOTBaseMs }),

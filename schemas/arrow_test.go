@@ -151,7 +151,7 @@ func TestFromRecordMismatch(t *testing.T) {
 		{"features as profiles", arrow.NewMetadata([]string{SchemaMetadataKey}, []string{FeatureSchemaVersion}), full, fill, `is "features/v1"`},
 		{"missing column", v1, full[1:], fill, `column "engine" appears 0 times`},
 		{"duplicate column", v1, append(append([]arrow.Field(nil), full...), full[0]), fill, `column "engine" appears 2 times`},
-		{"wrong type", v1, withField(10, arrow.Field{Name: "samples", Type: arrow.PrimitiveTypes.Int64}), fill, `column "samples" is int64, want uint64`},
+		{"wrong type", v1, withField(11, arrow.Field{Name: "samples", Type: arrow.PrimitiveTypes.Int64}), fill, `column "samples" is int64, want uint64`},
 		{"timestamp zone", v1, withField(2, arrow.Field{Name: "fitted_at", Type: &arrow.TimestampType{Unit: arrow.Nanosecond}}), fill, `column "fitted_at" is timestamp[ns], want timestamp[ns, tz=UTC]`},
 		{"null in required column", v1, withField(1, arrow.Field{Name: "sku", Type: arrow.BinaryTypes.String, Nullable: true}),
 			func(b *array.RecordBuilder) { b.Field(0).AppendNull(); b.Field(1).AppendNull(); appendEmptyFrom(b, 2) },
@@ -222,7 +222,7 @@ func TestSchemaColumns(t *testing.T) {
 	const features = "window_start,window_end,engine,cluster,requests,errors,arrival_rps,in_flight," +
 		"ttft_p50_ms,ttft_p90_ms,ttft_p99_ms,tbot_p50_ms,tbot_p90_ms,tbot_p99_ms,error_rate," +
 		"cache_hit_ratio,utilization,kv_cache_util,ready_replicas,healthy,status_events,late_events"
-	const profiles = "engine,sku,fitted_at,capacity_rps,ttft_base_ms,ttft_queue_ms,tbot_base_ms," +
+	const profiles = "engine,sku,fitted_at,capacity_rps,slo_capacity_rps,ttft_base_ms,ttft_queue_ms,tbot_base_ms," +
 		"tbot_slope_ms,ttft_r2,tbot_r2,samples,load_min_rps,load_max_rps"
 	if got := names(FeatureSchema); got != features {
 		t.Errorf("feature columns:\n got %s\nwant %s", got, features)

@@ -36,7 +36,8 @@ type Profile struct {
 	Engine           string
 	SKU              string
 	FittedAtUnixNano int64
-	CapacityRPS      float64 // load at which TTFT reaches the SLO
+	CapacityRPS      float64 // saturation load: the solver's capacity_rps (ρ = λ/CapacityRPS)
+	SLOCapacityRPS   float64 // load at which TTFT reaches the fleet's TTFT SLO (≤ CapacityRPS; 0 = unknown)
 	TTFTBaseMs       float64
 	TTFTQueueMs      float64
 	TBOTBaseMs       float64

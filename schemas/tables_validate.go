@@ -79,7 +79,8 @@ func (p *Profile) validate() error {
 		name string
 		v    float64
 	}{{"ttft_base_ms", p.TTFTBaseMs}, {"ttft_queue_ms", p.TTFTQueueMs}, {"tbot_base_ms", p.TBOTBaseMs},
-		{"tbot_slope_ms", p.TBOTSlopeMs}, {"load_min_rps", p.LoadMinRPS}, {"load_max_rps", p.LoadMaxRPS}} {
+		{"tbot_slope_ms", p.TBOTSlopeMs}, {"load_min_rps", p.LoadMinRPS}, {"load_max_rps", p.LoadMaxRPS},
+		{"slo_capacity_rps", p.SLOCapacityRPS}} {
 		if err := checkNonNegative(v.name, v.v); err != nil {
 			return err
 		}
@@ -94,6 +95,9 @@ func (p *Profile) validate() error {
 	}
 	if p.Samples == 0 {
 		return errors.New("samples must be > 0")
+	}
+	if p.SLOCapacityRPS > p.CapacityRPS {
+		return fmt.Errorf("slo_capacity_rps %v exceeds capacity_rps %v", p.SLOCapacityRPS, p.CapacityRPS)
 	}
 	if p.LoadMinRPS > p.LoadMaxRPS {
 		return fmt.Errorf("load range [%v, %v] has min > max", p.LoadMinRPS, p.LoadMaxRPS)
