@@ -1,11 +1,127 @@
 package main
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/ilb-router/ilb/services/adapter"
+	svcrun "github.com/ilb-router/ilb/services/internal/run"
+	"github.com/ilb-router/ilb/services/internal/telemetry"
+)
+
+const adapterAbout = `Scrapes real engines' Prometheus metrics (vLLM, or SGLang) every --interval
+and publishes ilb signal events to Kafka, so ilb can front a real fleet:
+a status event per engine per scrape (running, waiting, KV cache use;
+unhealthy when the scrape fails) and completion events synthesized from
+what the engine's counters and histograms grew by (flagged with the record
+header ilb-synthetic: metrics).
+
+--target NAME=URL names an engine as in the fleet file and its metrics
+URL; repeat it or separate targets with commas. NAME=sglang:URL or
+NAME=vllm:URL overrides --kind for one target.`
 
 func cmdAdapter(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "adapter", "[flags]", "Not built yet (issue #5).")
+	cfg := adapter.DefaultConfig()
+	fs := newFlags(e, "adapter", "--kafka ADDRS --target NAME=URL[,NAME=URL..] [--interval 5s] [--kind vllm|sglang]", adapterAbout)
+	kf := addKafkaFlags(fs)
+	var targets []string
+	fs.Func("target", "engine to scrape, NAME=URL (repeatable, or comma-separated)", func(s string) error {
+		targets = append(targets, s)
+		return nil
+	})
+	kind := fs.String("kind", string(adapter.KindVLLM), "metric names the targets expose: vllm or sglang")
+	fs.DurationVar(&cfg.Interval, "interval", cfg.Interval, "scrape period")
+	fs.DurationVar(&cfg.ScrapeTimeout, "scrape-timeout", cfg.ScrapeTimeout, "bound on one scrape")
+	fs.StringVar(&cfg.Topic, "topic", cfg.Topic, "Kafka topic of the signal events")
+	httpAddr := fs.String("http", "", "serve the adapter's own /metrics and /healthz here (default: off)")
 	if err := parseFlags(fs, e, args); err != nil {
 		return err
 	}
-	return notBuilt("adapter", 5)
+	if err := adapterConfig(&cfg, kf, targets, *kind); err != nil {
+		return err
+	}
+	tel, err := telemetry.Setup(ctx, telemetry.DefaultConfig("ilb-adapter"))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tel.Shutdown(sctx)
+	}()
+	cfg.Logger = slog.New(slog.NewTextHandler(e.stderr, nil))
+	cfg.MeterProvider, cfg.TracerProvider = tel.Meter, tel.Tracer
+	a, err := adapter.New(cfg)
+	if err != nil {
+		return err
+	}
+	var g svcrun.Group
+	g.Add("adapter", a.Run)
+	if *httpAddr != "" {
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", tel.MetricsHandler())
+		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+		srv, err := svcrun.Listen(svcrun.DefaultHTTPConfig(*httpAddr), mux)
+		if err != nil {
+			return err
+		}
+		g.Add("http", srv.Run)
+		fmt.Fprintf(e.stdout, "adapter metrics on http://%s/metrics\n", srv.Addr())
+	}
+	for _, t := range cfg.Targets {
+		fmt.Fprintf(e.stdout, "scraping %s (%s) every %v: %s\n", t.Engine, t.Kind, cfg.Interval, t.URL)
+	}
+	return g.Run(ctx)
+}
+
+// adapterConfig maps --target, --kind and the Kafka flags to cfg.
+func adapterConfig(cfg *adapter.Config, kf *kafkaFlags, targets []string, kind string) error {
+	k, err := adapter.ParseKind(kind)
+	if err != nil {
+		return badInput("--kind: %v", err)
+	}
+	for _, arg := range targets {
+		for _, item := range strings.Split(arg, ",") {
+			if item = strings.TrimSpace(item); item == "" {
+				continue
+			}
+			t, err := parseAdapterTarget(item, k)
+			if err != nil {
+				return err
+			}
+			cfg.Targets = append(cfg.Targets, t)
+		}
+	}
+	if len(cfg.Targets) == 0 {
+		return badInput("no --target given (NAME=http://host:8000/metrics)")
+	}
+	kc, err := kf.config("ilb-adapter")
+	if err != nil {
+		return err
+	}
+	cfg.Kafka = kc
+	if err := cfg.Validate(); err != nil {
+		return usageError{err}
+	}
+	return nil
+}
+
+// parseAdapterTarget reads NAME=URL or NAME=KIND:URL.
+func parseAdapterTarget(s string, kind adapter.Kind) (adapter.Target, error) {
+	name, u, ok := strings.Cut(s, "=")
+	if !ok || name == "" || u == "" {
+		return adapter.Target{}, badInput("--target %q: want NAME=URL", s)
+	}
+	if pre, rest, ok := strings.Cut(u, ":"); ok && !strings.HasPrefix(rest, "//") {
+		k, err := adapter.ParseKind(pre)
+		if err != nil {
+			return adapter.Target{}, badInput("--target %q: %v", s, err)
+		}
+		kind, u = k, rest
+	}
+	return adapter.Target{Engine: name, URL: u, Kind: kind}, nil
 }

@@ -1,0 +1,256 @@
+package adapter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/ilb-router/ilb/schemas"
+	"github.com/ilb-router/ilb/streams/kafka"
+)
+
+// Target is one engine to scrape.
+type Target struct {
+	Engine string // engine name, as in the fleet file
+	URL    string // its Prometheus endpoint, e.g. http://10.0.0.7:8000/metrics
+	Kind   Kind
+}
+
+// Config is everything an Adapter needs that is not a live dependency.
+type Config struct {
+	Targets []Target
+	// Interval is the scrape period; ScrapeTimeout bounds one scrape.
+	Interval      time.Duration
+	ScrapeTimeout time.Duration
+	// MaxBodyBytes bounds a /metrics body.
+	MaxBodyBytes int64
+	// MaxCompletionsPerScrape bounds the completion events synthesized
+	// from one interval; the rest are counted, not sent.
+	MaxCompletionsPerScrape int
+
+	// Kafka is where events go; no brokers means only OnEvent sees them.
+	Kafka    kafka.ClientConfig
+	Producer kafka.ProducerConfig
+	Topic    string
+	// OnEvent, when set, gets every event, from the targets' goroutines
+	// concurrently; it must not block.
+	OnEvent func(ev schemas.Event, synthetic bool)
+
+	// HTTPClient scrapes; nil uses a client with ScrapeTimeout.
+	HTTPClient     *http.Client
+	Logger         *slog.Logger
+	MeterProvider  metric.MeterProvider
+	TracerProvider trace.TracerProvider
+	Propagator     propagation.TextMapPropagator
+}
+
+// DefaultConfig returns a configuration publishing to the local embedded
+// broker every 5 s.
+func DefaultConfig() Config {
+	pc := kafka.DefaultProducerConfig()
+	pc.AllowAutoTopicCreation = true
+	return Config{
+		Interval:                5 * time.Second,
+		ScrapeTimeout:           3 * time.Second,
+		MaxBodyBytes:            32 << 20,
+		MaxCompletionsPerScrape: 10_000,
+		Kafka:                   kafka.DefaultClientConfig(),
+		Producer:                pc,
+		Topic:                   schemas.TopicSignals,
+	}
+}
+
+// Validate reports the first problem with c.
+func (c Config) Validate() error {
+	switch {
+	case len(c.Targets) == 0:
+		return errors.New("adapter: no targets")
+	case c.Interval <= 0 || c.ScrapeTimeout <= 0:
+		return fmt.Errorf("adapter: interval %v and scrape timeout %v must be positive", c.Interval, c.ScrapeTimeout)
+	case c.MaxBodyBytes < 1 || c.MaxCompletionsPerScrape < 0:
+		return fmt.Errorf("adapter: max body %d bytes must be positive, max completions %d not negative",
+			c.MaxBodyBytes, c.MaxCompletionsPerScrape)
+	}
+	if err := c.validateTargets(); err != nil {
+		return err
+	}
+	if err := schemas.ValidTopicName(c.Topic); err != nil {
+		return fmt.Errorf("adapter: %w", err)
+	}
+	if len(c.Kafka.Brokers) > 0 {
+		if err := c.Kafka.Validate(); err != nil {
+			return fmt.Errorf("adapter: %w", err)
+		}
+		return c.Producer.Validate()
+	}
+	return nil
+}
+
+func (c Config) validateTargets() error {
+	seen := map[string]bool{}
+	for i, t := range c.Targets {
+		probe := schemas.EngineStatus{Engine: t.Engine, TimeUnixNano: 1}
+		if err := probe.Validate(); err != nil {
+			return fmt.Errorf("adapter: target %d: %w", i, err)
+		}
+		if seen[t.Engine] {
+			return fmt.Errorf("adapter: engine %q targeted twice", t.Engine)
+		}
+		seen[t.Engine] = true
+		u, err := url.Parse(t.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("adapter: engine %s: metrics URL %q must be http(s)://host/...", t.Engine, t.URL)
+		}
+		if _, err := ParseKind(string(t.Kind)); err != nil {
+			return fmt.Errorf("adapter: engine %s: %w", t.Engine, err)
+		}
+	}
+	return nil
+}
+
+// Adapter scrapes real engines and publishes their signals.
+type Adapter struct {
+	cfg     Config
+	log     *slog.Logger
+	client  *http.Client
+	prod    *kafka.Producer
+	tracer  trace.Tracer
+	metrics *metrics
+	ran     sync.Once
+}
+
+// New validates cfg and connects (lazily) to Kafka.
+func New(cfg Config) (*Adapter, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	a := &Adapter{cfg: cfg, log: cfg.Logger, client: cfg.HTTPClient}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	if a.client == nil {
+		a.client = &http.Client{Timeout: cfg.ScrapeTimeout}
+	}
+	if cfg.MeterProvider == nil {
+		cfg.MeterProvider = noop.NewMeterProvider()
+	}
+	if cfg.TracerProvider == nil {
+		cfg.TracerProvider = tracenoop.NewTracerProvider()
+	}
+	a.tracer = cfg.TracerProvider.Tracer(scopeName)
+	var err error
+	if a.metrics, err = newMetrics(cfg.MeterProvider, cfg.Targets); err != nil {
+		return nil, err
+	}
+	if len(cfg.Kafka.Brokers) > 0 {
+		pc := cfg.Producer
+		pc.Propagator = cfg.Propagator
+		if a.prod, err = kafka.NewProducer(cfg.Kafka, pc); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+// Run scrapes every target each Interval until ctx ends, then flushes
+// the events still buffered (bounded by the producer's close timeout).
+func (a *Adapter) Run(ctx context.Context) error {
+	first := false
+	a.ran.Do(func() { first = true })
+	if !first {
+		return errors.New("adapter: Run called twice")
+	}
+	var wg sync.WaitGroup
+	for i := range a.cfg.Targets {
+		s := &scraper{a: a, t: a.cfg.Targets[i], idx: i}
+		wg.Go(func() { s.run(ctx) })
+	}
+	wg.Wait()
+	if a.prod != nil {
+		_ = a.prod.Close()
+	}
+	return nil
+}
+
+// scrape fetches and parses one target's metrics.
+func (a *Adapter) scrape(ctx context.Context, t Target) (Sample, error) {
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.ScrapeTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.URL, nil)
+	if err != nil {
+		return Sample{}, err
+	}
+	req.Header.Set("Accept", "text/plain;version=0.0.4")
+	resp, err := a.client.Do(req)
+	if err != nil {
+		return Sample{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+		return Sample{}, fmt.Errorf("GET %s: %s", t.URL, resp.Status)
+	}
+	body := io.LimitReader(resp.Body, a.cfg.MaxBodyBytes)
+	s, err := Parse(body, t.Kind)
+	if err != nil {
+		return Sample{}, fmt.Errorf("GET %s: %w", t.URL, err)
+	}
+	return s, nil
+}
+
+// Header flagging events synthesized from metrics rather than reported
+// per request: its value is "metrics".
+const HeaderSynthetic = "ilb-synthetic"
+
+var (
+	schemaHeader    = kafkaHeader(schemas.HeaderSchema, schemas.SchemaSignalV1)
+	syntheticHeader = kafkaHeader(HeaderSynthetic, "metrics")
+)
+
+// publish sends one event to Kafka (never blocking: with the producer's
+// buffer full it is dropped and counted) and to OnEvent.
+func (a *Adapter) publish(ctx context.Context, ev *schemas.Event, synthetic bool) {
+	if a.cfg.OnEvent != nil {
+		a.cfg.OnEvent(*ev, synthetic)
+	}
+	if a.prod == nil {
+		return
+	}
+	value, err := schemas.AppendEvent(make([]byte, 0, schemas.EncodedSize(ev)), ev)
+	if err != nil {
+		a.log.Error("adapter: invalid event", "err", err)
+		return
+	}
+	key := []byte(ev.Status.Engine)
+	if ev.Kind == schemas.KindCompletion {
+		key = []byte(ev.Completion.Engine)
+		if synthetic {
+			a.prod.TryProduce(ctx, a.cfg.Topic, key, value, schemaHeader, syntheticHeader)
+			return
+		}
+	}
+	a.prod.TryProduce(ctx, a.cfg.Topic, key, value, schemaHeader)
+}
+
+// Stats returns the Kafka producer's counters (zero without Kafka).
+func (a *Adapter) Stats() kafka.ProducerStats {
+	if a.prod == nil {
+		return kafka.ProducerStats{}
+	}
+	return a.prod.Stats()
+}
+
+func targetAttr(t Target) attribute.KeyValue { return attribute.String("engine", t.Engine) }
