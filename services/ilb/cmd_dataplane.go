@@ -1,11 +1,201 @@
 package main
 
-import "context"
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/ilb-router/ilb/schemas"
+	"github.com/ilb-router/ilb/services/dataplane"
+	svcrun "github.com/ilb-router/ilb/services/internal/run"
+	"github.com/ilb-router/ilb/services/internal/telemetry"
+	"github.com/ilb-router/ilb/streams/kv"
+)
+
+const dataplaneAbout = `Runs the data plane of one or more front-end clusters: it caches each
+cluster's weight snapshot, picks an engine per request, applies the local
+guardrails (engine health, outlier ejection, bounded-load spill, shedding,
+retry budget) and proxies OpenAI-compatible chat completions.
+
+Weights come from exactly one of:
+  --snapshot FILE   a JSON snapshot (the KV value format), reloaded when the
+                    file changes; an edit must raise "version" to apply
+  --nats URL        the optimizer's snapshots in the JetStream KV bucket
+
+Engine status events are read from Kafka when --kafka is given (and by
+default with --nats, from 127.0.0.1:9092; --no-kafka turns it off).
+Engine URLs come from --fleet (the engines' url fields) and --engine
+NAME=URL; without any, the data plane only answers /v1/pick.
+
+HTTP: GET /healthz, GET /v1/routing[?cluster=NAME], POST /v1/pick,
+POST /v1/chat/completions, GET /metrics.`
+
+// namesFlag is a repeatable flag whose values may also be comma-separated.
+type namesFlag []string
+
+func (l *namesFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *namesFlag) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*l = append(*l, s)
+		}
+	}
+	return nil
+}
+
+// dataplaneFlags are the flags of ilb dataplane that need more than a
+// field assignment.
+type dataplaneFlags struct {
+	clusters, engines namesFlag
+	snapshot, fleet   string
+	httpAddr, otlp    string
+	noKafka           bool
+	kafka             *kafkaFlags
+	nats              *natsFlags
+	set               map[string]bool // flags given on the command line
+}
 
 func cmdDataplane(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "dataplane", "[flags]", "Not built yet (issue #4).")
+	cfg := dataplane.DefaultConfig()
+	fs := newFlags(e, "dataplane", "--cluster NAME (--snapshot FILE | --nats URL) [flags]", dataplaneAbout)
+	f := &dataplaneFlags{kafka: addKafkaFlags(fs), nats: addNATSFlags(fs)}
+	fs.Var(&f.clusters, "cluster", "front-end cluster to serve (repeatable, or comma-separated)")
+	fs.StringVar(&f.snapshot, "snapshot", "", "JSON snapshot file for static weights, reloaded on change")
+	fs.StringVar(&f.fleet, "fleet", "", "fleet file (YAML): engine URLs and capacities")
+	fs.Var(&f.engines, "engine", "engine base URL as NAME=URL (repeatable); overrides the fleet file")
+	fs.StringVar(&f.httpAddr, "http", "127.0.0.1:8080", "HTTP listen address")
+	fs.BoolVar(&f.noKafka, "no-kafka", false, "read no engine status from Kafka")
+	fs.StringVar(&f.otlp, "otlp", os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT"), "OTLP/HTTP endpoint for traces (default $OTEL_EXPORTER_OTLP_ENDPOINT)")
+	fs.StringVar(&cfg.Bucket, "bucket", cfg.Bucket, "JetStream KV bucket of the weight snapshots")
+	fs.StringVar(&cfg.SignalsTopic, "signals-topic", cfg.SignalsTopic, "Kafka topic of engine status events")
+	fs.DurationVar(&cfg.StaleAfter, "stale-after", cfg.StaleAfter, "snapshot age past which the stale policy applies")
+	fs.Float64Var(&cfg.SpillFactor, "spill-factor", cfg.SpillFactor, "bounded-load factor 1+ε for new conversations")
+	fs.DurationVar(&cfg.ProbeInterval, "probe-interval", 0, "period of active health probes (GET URL/health); 0 turns them off")
+	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", cfg.MaxBodyBytes, "largest request body accepted")
 	if err := parseFlags(fs, e, args); err != nil {
 		return err
 	}
-	return notBuilt("dataplane", 4)
+	f.set = map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
+	if err := f.apply(&cfg); err != nil {
+		return err
+	}
+	return runDataplane(ctx, e, cfg, f)
+}
+
+// apply maps the flags to cfg and checks them, with messages that say
+// what to do.
+func (f *dataplaneFlags) apply(cfg *dataplane.Config) error {
+	if len(f.clusters) == 0 {
+		return badInput("--cluster NAME is required (the front-end cluster whose snapshot to serve)")
+	}
+	cfg.Clusters = f.clusters
+	switch {
+	case f.snapshot == "" && !f.set["nats"]:
+		return badInput("give --snapshot FILE for static weights from a file, or --nats URL to follow the optimizer's snapshots")
+	case f.snapshot != "" && f.set["nats"]:
+		return badInput("--snapshot and --nats are exclusive: weights come from a file or from NATS, not both")
+	}
+	cfg.SnapshotFile = f.snapshot
+	if err := f.engineURLs(cfg); err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return badInput("%v", err)
+	}
+	return nil
+}
+
+// engineURLs fills engine URLs and capacities from --fleet, then --engine.
+func (f *dataplaneFlags) engineURLs(cfg *dataplane.Config) error {
+	cfg.EngineURLs, cfg.EngineCapacity = map[string]string{}, map[string]int{}
+	if f.fleet != "" {
+		fl, err := schemas.LoadFleet(f.fleet)
+		if err != nil {
+			return badInput("--fleet: %v", err)
+		}
+		for _, name := range f.clusters {
+			if _, ok := fl.Cluster(name); !ok {
+				return badInput("--cluster %q is not a cluster of the fleet file %s", name, f.fleet)
+			}
+		}
+		for _, en := range fl.Engines {
+			if en.URL != "" {
+				cfg.EngineURLs[en.Name] = en.URL
+			}
+			cfg.EngineCapacity[en.Name] = en.MaxBatch * max(1, en.Replicas)
+		}
+	}
+	for _, spec := range f.engines {
+		name, url, ok := strings.Cut(spec, "=")
+		if !ok || name == "" || url == "" {
+			return badInput("--engine %q: want NAME=URL, e.g. --engine eng-a=http://10.0.0.5:8000", spec)
+		}
+		cfg.EngineURLs[name] = url
+	}
+	return nil
+}
+
+func runDataplane(ctx context.Context, e *env, cfg dataplane.Config, f *dataplaneFlags) error {
+	tcfg := telemetry.DefaultConfig("ilb-dataplane")
+	tcfg.OTLPEndpoint = f.otlp
+	tel, err := telemetry.Setup(ctx, tcfg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tel.Shutdown(sctx)
+	}()
+	log := slog.New(slog.NewTextHandler(e.stderr, nil))
+	deps := dataplane.Deps{Logger: log, Tracer: tel.Tracer, Meter: tel.Meter, Metrics: tel.MetricsHandler()}
+	if f.set["kafka"] || (f.set["nats"] && !f.noKafka) {
+		kc, err := f.kafka.config("ilb-dataplane")
+		if err != nil {
+			return err
+		}
+		deps.Kafka = &kc
+	}
+	if f.set["nats"] {
+		nc, err := f.nats.config("ilb-dataplane")
+		if err != nil {
+			return err
+		}
+		nc.RetryOnFailedConnect = true // serve (503 until a snapshot) while NATS comes up
+		conn, js, err := kv.Connect(ctx, nc)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		deps.JetStream, deps.NATS = js, conn
+	}
+	d, err := dataplane.New(cfg, deps) // cfg was validated by apply
+	if err != nil {
+		return err
+	}
+	if cfg.SnapshotFile != "" {
+		if err := d.LoadSnapshotFile(); err != nil {
+			return badInput("--snapshot %s: %v", cfg.SnapshotFile, err)
+		}
+	}
+	srv, err := svcrun.Listen(svcrun.DefaultHTTPConfig(f.httpAddr), d.Handler())
+	if err != nil {
+		return err
+	}
+	source := "file " + cfg.SnapshotFile
+	if cfg.SnapshotFile == "" {
+		source = "NATS bucket " + cfg.Bucket
+	}
+	fmt.Fprintf(e.stdout, "ilb dataplane: serving %s on http://%s (weights from %s)\n",
+		strings.Join(cfg.Clusters, ", "), srv.Addr(), source)
+	var g svcrun.Group
+	g.Add("dataplane", d.Run)
+	g.Add("http", srv.Run)
+	return g.Run(ctx)
 }

@@ -1,0 +1,167 @@
+package dataplane
+
+import (
+	"math"
+	"sync/atomic"
+	"time"
+
+	"github.com/ilb-router/ilb/schemas"
+	"github.com/ilb-router/ilb/solver/sched"
+)
+
+// cluster is one front-end cluster's routing state.
+type cluster struct {
+	name string
+
+	// Read on the request path without a lock.
+	cur      atomic.Pointer[picker] // never nil after New
+	convos   *convos
+	inflight atomic.Int64 // proxied requests in flight, all engines
+	budget   *retryBudget
+	throttle *throttle
+	mix      *window       // a: requests, b: requests of new conversations
+	newShare atomic.Uint64 // float64 bits: share of requests that are new
+
+	// Hot-path counters, read by the metric callbacks.
+	shed      atomic.Int64
+	throttled atomic.Int64
+	fallbacks [len(fallbackNames)]atomic.Int64 // by fallback reason
+	codes     [600]atomic.Int64                // requests by HTTP status code
+
+	// Guarded by DataPlane.mu.
+	snap   *schemas.Snapshot
+	source string // where snap came from: sourceKV, sourceFile or sourceAPI
+	digest [32]byte
+	table  *sched.Table
+	cells  map[string]*cell
+	stale  bool
+}
+
+func newCluster(name string, cfg Config) *cluster {
+	c := &cluster{
+		name:     name,
+		convos:   newConvos(cfg.ConversationSlots),
+		budget:   newRetryBudget(cfg.Retry, cfg.TickInterval),
+		throttle: newThrottle(cfg.Throttle, cfg.TickInterval),
+		mix:      newWindow(time.Minute, cfg.TickInterval),
+		cells:    map[string]*cell{},
+	}
+	c.newShare.Store(math.Float64bits(1))
+	c.cur.Store(&picker{err: ErrNoSnapshot, c: c})
+	return c
+}
+
+func (c *cluster) cellLocked(e *engine) *cell {
+	if x, ok := c.cells[e.name]; ok {
+		return x
+	}
+	x := &cell{eng: e}
+	c.cells[e.name] = x
+	return x
+}
+
+// countCode counts one answered request by status code.
+func (c *cluster) countCode(code int) {
+	if code >= 100 && code < len(c.codes) {
+		c.codes[code].Add(1)
+	}
+}
+
+// share of requests from new conversations over the last minute; 1
+// before any request.
+func (c *cluster) newConversationShare() float64 {
+	return math.Float64frombits(c.newShare.Load())
+}
+
+// advanceLocked moves the cluster's windows on by one tick.
+func (c *cluster) advanceLocked(cfg Config, utilisation float64) {
+	c.budget.w.advanceLocked()
+	c.budget.setUtilisation(cfg.Retry, utilisation)
+	c.throttle.w.advanceLocked()
+	c.mix.advanceLocked()
+	if reqs, fresh := c.mix.counts(); reqs > 0 {
+		c.newShare.Store(math.Float64bits(float64(fresh) / float64(reqs)))
+	}
+}
+
+// pickerParams are the process-wide inputs of a picker build.
+type pickerParams struct {
+	now       time.Time
+	statusTTL time.Duration
+	needURL   bool // engines without a URL are unavailable
+	spill     float64
+	penalty   float64
+}
+
+// buildLocked returns the picker for the cluster's current state.
+func (c *cluster) buildLocked(reg *registry, pp pickerParams) *picker {
+	if c.snap == nil {
+		return &picker{err: ErrNoSnapshot, c: c}
+	}
+	p := &picker{
+		c: c, version: c.snap.Version, createdAt: c.snap.CreatedAt,
+		table: c.table, shed: c.snap.ShedFraction, stale: c.stale, spill: pp.spill,
+	}
+	if c.table == nil {
+		return p
+	}
+	p.slots = make([]slot, c.table.Len())
+	p.byID = make(map[uint16]int, len(p.slots))
+	for i := range p.slots {
+		e := reg.getLocked(c.table.Engine(i))
+		s := slot{eng: e, cell: c.cellLocked(e)}
+		s.avail, s.why = e.availableLocked(pp.now, pp.statusTTL)
+		if s.avail && pp.needURL && e.url == "" {
+			s.avail, s.why = false, reasonUnhealthy
+		}
+		if e.latencyOut {
+			s.penalty = penaltyThreshold(pp.penalty)
+		}
+		p.slots[i] = s
+		if e.id != 0 {
+			p.byID[e.id] = i
+		}
+	}
+	setShares(p.slots, c.table.Counts(), c.stale)
+	return p
+}
+
+// setShares sets each available engine's bounded-load share: its slot
+// share renormalised over available engines with slots, or, under the
+// stale policy, an equal share of them (so the spill balances live
+// in-flight counts instead of trusting old weights).
+func setShares(slots []slot, counts []int, equal bool) {
+	total, n := 0, 0
+	for i, s := range slots {
+		if s.avail && counts[i] > 0 {
+			total += counts[i]
+			n++
+		}
+	}
+	for i := range slots {
+		switch {
+		case !slots[i].avail || counts[i] == 0:
+			slots[i].share = 0
+		case equal:
+			slots[i].share = 1 / float64(n)
+		default:
+			slots[i].share = float64(counts[i]) / float64(total)
+		}
+	}
+}
+
+// sameRouting reports whether two pickers route alike, so a rebuild that
+// changes nothing need not be swapped in.
+func sameRouting(a, b *picker) bool {
+	if a.err != b.err || a.version != b.version || a.table != b.table ||
+		a.stale != b.stale || a.shed != b.shed || len(a.slots) != len(b.slots) {
+		return false
+	}
+	for i := range a.slots {
+		x, y := a.slots[i], b.slots[i]
+		if x.eng != y.eng || x.avail != y.avail || x.why != y.why || x.share != y.share || x.penalty != y.penalty {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,213 @@
+package dataplane
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/ilb-router/ilb/services/internal/run"
+	"github.com/ilb-router/ilb/streams/kafka"
+)
+
+// Deps are the live dependencies of a DataPlane. Every field is optional.
+type Deps struct {
+	Logger     *slog.Logger                  // nil discards logs
+	Tracer     trace.TracerProvider          // nil: no spans
+	Meter      metric.MeterProvider          // nil: no metrics
+	Propagator propagation.TextMapPropagator // nil: otel's global propagator
+	Metrics    http.Handler                  // served on GET /metrics when set
+	Weights    jetstream.KeyValue            // the weights bucket: watched by Run
+	JetStream  jetstream.JetStream           // else: Run opens Config.Bucket here, waiting for it to exist
+	NATS       *nats.Conn                    // their connection: re-watch as soon as it reconnects
+	Kafka      *kafka.ClientConfig           // engine status events: consumed by Run
+	Transport  http.RoundTripper             // to the engines; nil: a tuned http.Transport
+	Now        func() time.Time              // nil: time.Now
+	Rand       func() float64                // uniform in [0,1); nil: math/rand/v2
+	Health     *run.Health                   // readiness is reported here; nil: a private one
+}
+
+// DataPlane routes requests of one or more front-end clusters.
+type DataPlane struct {
+	// Fixed at New.
+	cfg      Config
+	deps     Deps
+	log      *slog.Logger
+	now      func() time.Time
+	rand     func() float64
+	tracer   trace.Tracer
+	prop     propagation.TextMapPropagator
+	client   *http.Client
+	clusters map[string]*cluster
+	order    []*cluster // by name
+	single   *cluster   // the default cluster when only one is served
+	health   *run.Health
+	metrics  *metrics
+	handler  http.Handler
+
+	// Hot path.
+	epoch atomic.Uint32 // conversation-memory epoch, advanced by the owner tick
+	kick  chan struct{} // capacity 1: wakes the owner to eject
+
+	// Guarded by mu: every state change.
+	mu        sync.Mutex
+	reg       *registry
+	lastSweep time.Time
+	started   time.Time
+}
+
+// New validates cfg and returns a DataPlane with no snapshot: until one
+// arrives every pick fails with ErrNoSnapshot (503).
+func New(cfg Config, deps Deps) (*DataPlane, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	d := &DataPlane{cfg: cfg, deps: deps, kick: make(chan struct{}, 1), clusters: map[string]*cluster{}}
+	d.setDefaults()
+	d.reg = newRegistry(cfg.EngineURLs, cfg.EngineCapacity)
+	for _, name := range sortedKeys(cfg.EngineURLs) {
+		d.reg.getLocked(name) // stable ids for configured engines
+	}
+	names := slices.Sorted(slices.Values(cfg.Clusters))
+	for _, name := range names {
+		c := newCluster(name, cfg)
+		d.clusters[name] = c
+		d.order = append(d.order, c)
+		d.health.Set("snapshot:"+name, false)
+	}
+	if len(d.order) == 1 {
+		d.single = d.order[0]
+	}
+	m, err := newMetrics(d.deps.Meter, d)
+	if err != nil {
+		return nil, err
+	}
+	d.metrics = m
+	d.started = d.now()
+	d.lastSweep = d.started
+	d.handler = d.routes()
+	return d, nil
+}
+
+func (d *DataPlane) setDefaults() {
+	d.log = d.deps.Logger
+	if d.log == nil {
+		d.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	d.now = d.deps.Now
+	if d.now == nil {
+		d.now = time.Now
+	}
+	d.rand = d.deps.Rand
+	if d.rand == nil {
+		d.rand = rand.Float64
+	}
+	if d.deps.Meter == nil {
+		d.deps.Meter = metricnoop.NewMeterProvider()
+	}
+	tp := d.deps.Tracer
+	if tp == nil {
+		tp = tracenoop.NewTracerProvider()
+	}
+	d.tracer = tp.Tracer(instrumentationLib)
+	d.prop = d.deps.Propagator
+	if d.prop == nil {
+		d.prop = otel.GetTextMapPropagator()
+	}
+	d.health = d.deps.Health
+	if d.health == nil {
+		d.health = run.NewHealth()
+	}
+	rt := d.deps.Transport
+	if rt == nil {
+		rt = newTransport(d.cfg)
+	}
+	d.client = &http.Client{Transport: rt, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	}}
+}
+
+// newTransport is the shared transport to the engines: bounded dial and
+// header waits, kept-alive connections, no overall timeout (streams run
+// as long as the engine generates).
+func newTransport(cfg Config) *http.Transport {
+	return &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: cfg.UpstreamDialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   cfg.UpstreamDialTimeout,
+		ResponseHeaderTimeout: cfg.UpstreamHeaderTimeout,
+		ExpectContinueTimeout: time.Second,
+	}
+}
+
+// Handler serves the data plane's HTTP API (README.md): /healthz,
+// /v1/routing, /v1/pick, /v1/chat/completions and, when Deps.Metrics is
+// set, /metrics.
+func (d *DataPlane) Handler() http.Handler { return d.handler }
+
+// Health returns the readiness the data plane reports on /healthz: one
+// component per cluster ("snapshot:NAME", ready once a snapshot is in)
+// and one per source.
+func (d *DataPlane) Health() *run.Health { return d.health }
+
+// Run runs the owner loop and the configured sources (the KV watcher or
+// the file poller, the Kafka status consumer, the probes) until ctx ends
+// or one of them fails. It does not serve HTTP: mount Handler.
+func (d *DataPlane) Run(ctx context.Context) error {
+	var g run.Group
+	g.Add("owner", d.runOwner)
+	if d.cfg.SnapshotFile != "" {
+		g.Add("snapshot file", d.runFile)
+	}
+	if d.deps.Weights != nil || d.deps.JetStream != nil {
+		g.Add("weights watch", d.runKV)
+	}
+	if d.deps.Kafka != nil {
+		g.Add("status consumer", d.runSignals)
+	}
+	if d.cfg.ProbeInterval > 0 {
+		g.Add("probes", d.runProbes)
+	}
+	if err := g.Run(ctx); err != nil {
+		return fmt.Errorf("dataplane: %w", err)
+	}
+	return nil
+}
+
+// cluster returns the named cluster, or the only one for "".
+func (d *DataPlane) cluster(name string) (*cluster, bool) {
+	if name == "" {
+		return d.single, d.single != nil
+	}
+	c, ok := d.clusters[name]
+	return c, ok
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

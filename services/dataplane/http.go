@@ -1,0 +1,249 @@
+package dataplane
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/ilb-router/ilb/solver/sched"
+)
+
+// Request headers the data plane reads, and response headers it sets.
+const (
+	HeaderConversation = "X-Conversation-Id"
+	HeaderCluster      = "X-Ilb-Cluster"
+	HeaderEngine       = "X-Ilb-Engine"
+	HeaderVersion      = "X-Ilb-Snapshot-Version"
+)
+
+func (d *DataPlane) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if !allow(w, r, http.MethodGet, http.MethodHead) {
+			return
+		}
+		d.health.ServeHTTP(w, r)
+	})
+	mux.HandleFunc("/v1/routing", d.serveRouting)
+	mux.HandleFunc("/v1/pick", d.servePick)
+	mux.HandleFunc("/v1/chat/completions", d.serveChat)
+	if d.deps.Metrics != nil {
+		mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+			if allow(w, r, http.MethodGet, http.MethodHead) {
+				d.deps.Metrics.ServeHTTP(w, r)
+			}
+		})
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s; see /v1/routing, /v1/pick, /v1/chat/completions, /healthz", r.URL.Path))
+	})
+	return mux
+}
+
+// allow answers 405 with an Allow header unless r uses one of methods.
+func allow(w http.ResponseWriter, r *http.Request, methods ...string) bool {
+	for _, m := range methods {
+		if r.Method == m {
+			return true
+		}
+	}
+	w.Header().Set("Allow", methods[0])
+	writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed; use %s", r.Method, methods[0]))
+	return false
+}
+
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, errorBody{Error: msg})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// routingInfo is one cluster's entry of GET /v1/routing.
+type routingInfo struct {
+	Cluster      string             `json:"cluster"`
+	Ready        bool               `json:"ready"`
+	Version      uint64             `json:"version"`
+	CreatedAt    *time.Time         `json:"created_at,omitempty"`
+	AgeSeconds   float64            `json:"age_seconds"`
+	Stale        bool               `json:"stale"`
+	StaleAfterS  float64            `json:"stale_after_seconds"`
+	Source       string             `json:"source,omitempty"`
+	Weights      map[string]float64 `json:"weights"`
+	ShedFraction float64            `json:"shed_fraction"`
+	TableSlots   int                `json:"table_slots,omitempty"`
+	NewShare     float64            `json:"new_conversation_share"`
+	Engines      []engineInfo       `json:"engines"`
+}
+
+type engineInfo struct {
+	Name      string  `json:"name"`
+	Available bool    `json:"available"`
+	Reason    string  `json:"reason,omitempty"`
+	Share     float64 `json:"table_share"`
+	LoadShare float64 `json:"load_share"`
+	Penalised bool    `json:"latency_penalised,omitempty"`
+	InFlight  int64   `json:"in_flight"`
+	Picks     int64   `json:"picks"`
+}
+
+func (d *DataPlane) serveRouting(w http.ResponseWriter, r *http.Request) {
+	if !allow(w, r, http.MethodGet, http.MethodHead) {
+		return
+	}
+	now := d.now()
+	name := r.URL.Query().Get("cluster")
+	if name == "" {
+		all := map[string]routingInfo{}
+		for _, c := range d.order {
+			all[c.name] = d.routingInfo(c, now)
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"clusters": all})
+		return
+	}
+	c, ok := d.clusters[name]
+	if !ok {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("unknown cluster %q; this data plane serves %v", name, d.cfg.Clusters))
+		return
+	}
+	writeJSON(w, http.StatusOK, d.routingInfo(c, now))
+}
+
+func (d *DataPlane) routingInfo(c *cluster, now time.Time) routingInfo {
+	d.mu.Lock()
+	snap, source := c.snap, c.source
+	d.mu.Unlock()
+	p := c.cur.Load()
+	info := routingInfo{Cluster: c.name, Ready: p.err == nil, Version: p.version, Stale: p.stale,
+		AgeSeconds: p.age(now).Seconds(), StaleAfterS: d.cfg.StaleAfter.Seconds(), Source: source,
+		ShedFraction: p.shed, NewShare: c.newConversationShare(), Weights: map[string]float64{},
+		Engines: []engineInfo{}}
+	if snap != nil {
+		info.Weights = snap.Weights
+		created := snap.CreatedAt
+		info.CreatedAt = &created
+	}
+	if p.table == nil {
+		return info
+	}
+	info.TableSlots = p.table.Slots()
+	shares := p.table.Weights()
+	for i := range p.slots {
+		s := &p.slots[i]
+		info.Engines = append(info.Engines, engineInfo{Name: s.eng.name, Available: s.avail, Reason: s.why.String(),
+			Share: shares[i], LoadShare: s.share, Penalised: s.penalty != 0,
+			InFlight: s.cell.inflight.Load(), Picks: s.cell.picks.Load()})
+	}
+	return info
+}
+
+type pickRequest struct {
+	Cluster        string `json:"cluster"`
+	ConversationID string `json:"conversation_id"`
+}
+
+type pickResponse struct {
+	Engine          string `json:"engine"`
+	SnapshotVersion uint64 `json:"snapshot_version"`
+	Fallback        string `json:"fallback,omitempty"`
+}
+
+// servePick answers POST /v1/pick with the same guardrails as the proxy.
+// Nothing is proxied, so nothing counts as in flight.
+func (d *DataPlane) servePick(w http.ResponseWriter, r *http.Request) {
+	if !allow(w, r, http.MethodPost) {
+		return
+	}
+	var req pickRequest
+	if code, err := d.decodeBody(w, r, &req); err != nil {
+		writeError(w, code, err.Error())
+		return
+	}
+	c, code, err := d.requestCluster(firstNonEmpty(req.Cluster, r.Header.Get(HeaderCluster)))
+	if err != nil {
+		writeError(w, code, err.Error())
+		return
+	}
+	if req.ConversationID == "" {
+		d.answer(w, c, http.StatusBadRequest, `missing "conversation_id"`)
+		return
+	}
+	p := c.cur.Load()
+	_, span := d.tracer.Start(r.Context(), "ilb.dataplane.pick", trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.String("ilb.cluster", c.name), attribute.Int64("ilb.snapshot_version", int64(p.version))))
+	defer span.End()
+	ch, _, err := d.decide(c, p, sched.HashKey(req.ConversationID))
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		d.answerPickError(w, c, err)
+		return
+	}
+	span.SetAttributes(attribute.String("ilb.engine", p.slots[ch.idx].eng.name))
+	c.countCode(http.StatusOK)
+	writeJSON(w, http.StatusOK, pickResponse{Engine: p.slots[ch.idx].eng.name, SnapshotVersion: p.version, Fallback: ch.reason.String()})
+}
+
+// decodeBody reads a JSON object of at most MaxBodyBytes into v.
+func (d *DataPlane) decodeBody(w http.ResponseWriter, r *http.Request, v any) (int, error) {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, d.cfg.MaxBodyBytes))
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return http.StatusRequestEntityTooLarge, fmt.Errorf("request body over %d bytes", d.cfg.MaxBodyBytes)
+		}
+		return http.StatusBadRequest, fmt.Errorf("request body is not a JSON object: %v", err)
+	}
+	return 0, nil
+}
+
+// requestCluster resolves the cluster a request names ("" means the only
+// one served).
+func (d *DataPlane) requestCluster(name string) (*cluster, int, error) {
+	c, ok := d.cluster(name)
+	switch {
+	case ok:
+		return c, 0, nil
+	case name == "":
+		return nil, http.StatusBadRequest, fmt.Errorf(`this data plane serves %v: name one with the "cluster" field or the %s header`, d.cfg.Clusters, HeaderCluster)
+	}
+	return nil, http.StatusNotFound, fmt.Errorf("unknown cluster %q; this data plane serves %v", name, d.cfg.Clusters)
+}
+
+// answer writes an error and counts it against the cluster.
+func (d *DataPlane) answer(w http.ResponseWriter, c *cluster, code int, msg string) {
+	c.countCode(code)
+	writeError(w, code, msg)
+}
+
+// answerPickError maps a pick error to its HTTP answer.
+func (d *DataPlane) answerPickError(w http.ResponseWriter, c *cluster, err error) {
+	switch {
+	case errors.Is(err, ErrShed):
+		w.Header().Set("Retry-After", retryAfterSeconds(d.cfg.RetryAfter))
+		d.answer(w, c, http.StatusTooManyRequests, "load shedding: the fleet is over capacity for cluster "+c.name+"; retry later")
+	case errors.Is(err, ErrNoSnapshot):
+		w.Header().Set("Retry-After", retryAfterSeconds(d.cfg.RetryAfter))
+		d.answer(w, c, http.StatusServiceUnavailable, "no snapshot yet for cluster "+c.name)
+	default:
+		w.Header().Set("Retry-After", retryAfterSeconds(d.cfg.RetryAfter))
+		d.answer(w, c, http.StatusServiceUnavailable, err.Error()+" for cluster "+c.name)
+	}
+}
+
+func retryAfterSeconds(d time.Duration) string {
+	return strconv.Itoa(max(1, int((d+time.Second-1)/time.Second)))
+}

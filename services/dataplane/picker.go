@@ -1,0 +1,220 @@
+package dataplane
+
+import (
+	"errors"
+	"math"
+	"sync/atomic"
+	"time"
+
+	"github.com/ilb-router/ilb/solver/sched"
+)
+
+// Errors a pick can return; the HTTP layer maps them to status codes.
+var (
+	// ErrNoSnapshot: the cluster has had no valid snapshot yet (503).
+	ErrNoSnapshot = errors.New("no snapshot yet")
+	// ErrNoEngine: every engine of the snapshot is unavailable (503).
+	ErrNoEngine = errors.New("no available engine")
+	// ErrShed: the request is shed by the snapshot's shed fraction (429).
+	ErrShed = errors.New("shed")
+)
+
+// fallback says why a request went to another engine than its table
+// choice. Its String is the reason label of ilb_dataplane_fallbacks_total.
+type fallback uint8
+
+// Fallback reasons.
+const (
+	noFallback      fallback = iota
+	reasonUnhealthy          // unhealthy, no ready replica, failed probes, or no URL
+	reasonSpill              // bounded-load spill of a new conversation
+	reasonOutlier            // ejected, or latency-penalised for new conversations
+	reasonStale              // picked under the stale policy (counted in addition)
+)
+
+var fallbackNames = [...]string{"", "unhealthy", "spill", "outlier", "stale"}
+
+func (f fallback) String() string { return fallbackNames[f] }
+
+// cell is one (cluster, engine) pair's hot-path counters. Cells live as
+// long as the process, so in-flight counts survive picker rebuilds.
+type cell struct {
+	eng      *engine
+	inflight atomic.Int64
+	picks    atomic.Int64
+}
+
+// slot is what a picker knows about the engine at one table index.
+type slot struct {
+	eng     *engine
+	cell    *cell
+	avail   bool
+	why     fallback // reason it is unavailable
+	share   float64  // bounded-load share, over available engines with slots
+	penalty uint64   // keys with penaltyHash(h) < penalty leave it (new conversations)
+}
+
+// picker is an immutable routing state for one cluster. The zero-snapshot
+// picker has err set and nothing else.
+type picker struct {
+	err       error
+	c         *cluster
+	version   uint64
+	createdAt time.Time
+	table     *sched.Table // nil when the snapshot sheds everything
+	slots     []slot       // by table index
+	byID      map[uint16]int
+	shed      float64
+	stale     bool
+	spill     float64 // 1+ε
+}
+
+// choice is the outcome of a pick.
+type choice struct {
+	idx     int // table index of the chosen engine
+	primary int // table index the key's own slot names
+	reason  fallback
+	memo    memo // what to remember about the conversation
+}
+
+// tried lists the table indices a request already failed on.
+type tried struct {
+	idx [12]int
+	n   int
+}
+
+func (t *tried) has(i int) bool {
+	for _, j := range t.idx[:t.n] {
+		if j == i {
+			return true
+		}
+	}
+	return false
+}
+
+func (t *tried) add(i int) {
+	if t.n < len(t.idx) {
+		t.idx[t.n] = i
+		t.n++
+	}
+}
+
+// pick chooses the engine for the key with hash h. ongoing says whether
+// the conversation was seen recently (m is then its memo); total is the
+// cluster's in-flight count. Ongoing conversations go to their table
+// choice, or back to the engine a spill sent them to, unless it is
+// unavailable; new ones also avoid penalised and overloaded engines. The
+// next choice is sched's deterministic probe sequence. pick does not
+// allocate.
+func (p *picker) pick(h uint64, ongoing bool, m memo, tr *tried) (choice, error) {
+	if p.err != nil {
+		return choice{}, p.err
+	}
+	if p.table == nil {
+		return choice{}, ErrNoEngine
+	}
+	primary := p.table.PickHash(h)
+	if ongoing && tr.n == 0 {
+		if idx, ok := p.sticky(primary, m); ok {
+			// Counted when it spilled, not again on every later turn.
+			return choice{idx: idx, primary: primary, memo: m}, nil
+		}
+	}
+	total := p.c.inflight.Load()
+	idx, ok := p.table.PickSkip(h, func(i int) bool {
+		s := &p.slots[i]
+		return !s.avail || tr.has(i) || (!ongoing && (penalised(s, h) || p.over(s, total)))
+	})
+	if !ok && !ongoing { // every engine is penalised or full: ignore load
+		idx, ok = p.table.PickSkip(h, func(i int) bool { return !p.slots[i].avail || tr.has(i) })
+	}
+	if !ok {
+		return choice{}, ErrNoEngine
+	}
+	return p.result(h, idx, primary, ongoing, tr), nil
+}
+
+// sticky returns the engine a spill sent this conversation to, if the
+// table still gives the key the same primary engine and the spill target
+// is available and has slots.
+func (p *picker) sticky(primary int, m memo) (int, bool) {
+	if m.served == m.primary || m.served == 0 || p.slots[primary].eng.id != m.primary {
+		return 0, false
+	}
+	idx, ok := p.byID[m.served]
+	if !ok || !p.slots[idx].avail || p.slots[idx].share == 0 {
+		return 0, false
+	}
+	return idx, true
+}
+
+func (p *picker) result(h uint64, idx, primary int, ongoing bool, tr *tried) choice {
+	c := choice{idx: idx, primary: primary}
+	c.memo = memo{primary: p.slots[primary].eng.id, served: p.slots[primary].eng.id}
+	switch ps := &p.slots[primary]; {
+	case idx == primary:
+	case !ps.avail:
+		c.reason = ps.why
+	case tr.has(primary):
+		// A retry: counted as a retry, not as a fallback.
+	case !ongoing && penalised(ps, h):
+		c.reason = reasonOutlier
+	default:
+		c.reason = reasonSpill
+		c.memo.served = p.slots[idx].eng.id
+	}
+	return c
+}
+
+// over reports whether the engine already holds its bounded load: at least
+// ⌈spill × share × (total+1)⌉ in-flight requests of this cluster
+// (consistent hashing with bounded loads, Mirrokni et al. 2018).
+func (p *picker) over(s *slot, total int64) bool {
+	if math.IsInf(p.spill, 1) {
+		return false
+	}
+	bound := math.Ceil(p.spill * s.share * float64(total+1))
+	return float64(s.cell.inflight.Load()) >= bound
+}
+
+// penaltySalt separates the latency-penalty hash from the table and
+// shedding hashes.
+const penaltySalt = 0x6a09e667f3bcc909
+
+func penalised(s *slot, h uint64) bool {
+	return s.penalty != 0 && mix64(h^penaltySalt)>>11 < s.penalty
+}
+
+// penaltyThreshold turns a share of keys into a threshold on a 53-bit hash.
+func penaltyThreshold(share float64) uint64 {
+	return uint64(share * (1 << 53))
+}
+
+// mix64 is the splitmix64 finaliser.
+func mix64(z uint64) uint64 {
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
+}
+
+// shedKey reports whether the request with hash h is shed. The shed
+// fraction f applies to new conversations first: with a share n of the
+// requests coming from new conversations, new ones are shed at f/n (all
+// of them when f ≥ n) and ongoing ones at (f−n)/(1−n) only when f > n.
+// Keys are chosen by sched.ShedKey, so every replica sheds the same
+// conversations and raising f only adds to them. Stale pickers shed
+// nothing (README.md, Staleness).
+func (p *picker) shedKey(h uint64, ongoing bool, newShare float64) bool {
+	f := p.shed
+	if p.stale || !(f > 0) {
+		return false
+	}
+	if f >= 1 {
+		return true
+	}
+	n := min(max(newShare, 0), 1)
+	if !ongoing {
+		return n == 0 || sched.ShedKey(h, f/n)
+	}
+	return f > n && sched.ShedKey(h, (f-n)/(1-n))
+}

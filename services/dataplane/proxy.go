@@ -1,0 +1,313 @@
+package dataplane
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/ilb-router/ilb/solver/sched"
+)
+
+// chatRequest is what the proxy knows of an incoming chat completion.
+type chatRequest struct {
+	cluster string
+	hash    uint64
+	body    []byte      // the whole body, when it had to be read
+	stream  *bodyReader // the unread body, when the headers sufficed
+	size    int64       // Content-Length of the incoming request
+	ctx     context.Context
+	span    trace.Span
+}
+
+// replayable reports whether the body can be sent again for a retry.
+func (in *chatRequest) replayable() bool { return in.stream == nil || in.stream.n == 0 }
+
+func (in *chatRequest) reader() io.Reader {
+	if in.stream != nil {
+		return in.stream
+	}
+	return bytes.NewReader(in.body)
+}
+
+// bodyReader passes the incoming body through unbuffered, counts what was
+// read, and ignores Close so the transport cannot close the server's body
+// under a retry.
+type bodyReader struct {
+	r io.Reader
+	n int64
+}
+
+func (b *bodyReader) Close() error { return nil }
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	b.n += int64(n)
+	return n, err
+}
+
+// serveChat proxies POST /v1/chat/completions to the picked engine.
+func (d *DataPlane) serveChat(w http.ResponseWriter, r *http.Request) {
+	if !allow(w, r, http.MethodPost) {
+		return
+	}
+	ctx := d.prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	ctx, span := d.tracer.Start(ctx, "ilb.dataplane.route", trace.WithSpanKind(trace.SpanKindServer))
+	defer span.End()
+	in, code, err := d.readChat(w, r)
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		writeError(w, code, err.Error())
+		return
+	}
+	in.ctx, in.span = ctx, span
+	c, code, err := d.requestCluster(in.cluster)
+	if err != nil {
+		writeError(w, code, err.Error())
+		return
+	}
+	if len(d.cfg.EngineURLs) == 0 {
+		d.answer(w, c, http.StatusBadGateway, "no engine URLs configured: this data plane only answers /v1/pick (give engines with --engine NAME=URL or --fleet)")
+		return
+	}
+	p := c.cur.Load()
+	span.SetAttributes(attribute.String("ilb.cluster", c.name), attribute.Int64("ilb.snapshot_version", int64(p.version)))
+	if p.err == nil && !c.throttle.admit(d.rand()) {
+		c.throttled.Add(1)
+		w.Header().Set("Retry-After", retryAfterSeconds(d.cfg.RetryAfter))
+		d.answer(w, c, http.StatusServiceUnavailable, "engines are rejecting requests; throttled locally, retry later")
+		return
+	}
+	ch, ongoing, err := d.decide(c, p, in.hash)
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		d.answerPickError(w, c, err)
+		return
+	}
+	c.budget.request()
+	d.forward(w, r, c, p, in, ch, ongoing)
+}
+
+// chatFields are the body fields the proxy reads: the affinity key and
+// the cluster.
+type chatFields struct {
+	User    string `json:"user"`
+	Cluster string `json:"cluster"`
+}
+
+// readChat finds the affinity key and the cluster. When the headers give
+// both, the body is passed through unread; otherwise it is read (at most
+// MaxBodyBytes) and parsed for the user and cluster fields.
+func (d *DataPlane) readChat(w http.ResponseWriter, r *http.Request) (*chatRequest, int, error) {
+	key, cl := r.Header.Get(HeaderConversation), r.Header.Get(HeaderCluster)
+	in := &chatRequest{cluster: cl, size: r.ContentLength}
+	limited := http.MaxBytesReader(w, r.Body, d.cfg.MaxBodyBytes)
+	if r.ContentLength > d.cfg.MaxBodyBytes {
+		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("request body over %d bytes", d.cfg.MaxBodyBytes)
+	}
+	if key != "" && (cl != "" || d.single != nil) {
+		in.stream = &bodyReader{r: limited}
+	} else {
+		body, err := io.ReadAll(limited)
+		var tooBig *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooBig):
+			return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("request body over %d bytes", d.cfg.MaxBodyBytes)
+		case err != nil:
+			return nil, http.StatusBadRequest, fmt.Errorf("reading the request body: %v", err)
+		}
+		var f chatFields
+		if err := json.Unmarshal(body, &f); err != nil {
+			return nil, http.StatusBadRequest, fmt.Errorf("request body is not a JSON chat completion request: %v", err)
+		}
+		in.body, key, in.cluster = body, firstNonEmpty(key, f.User), firstNonEmpty(cl, f.Cluster)
+		in.size = int64(len(body))
+	}
+	if key != "" {
+		in.hash = sched.HashKey(key)
+	} else {
+		// No affinity key: any engine will do; a random hash spreads
+		// such requests by the weights.
+		in.hash = mix64(uint64(d.rand() * (1 << 53)))
+	}
+	return in, 0, nil
+}
+
+// forward sends the request to the chosen engine, retrying on the next
+// choice after a connection error or a 5xx while the retry budget allows
+// and nothing was written to the client, then streams the answer back.
+func (d *DataPlane) forward(w http.ResponseWriter, r *http.Request, c *cluster, p *picker, in *chatRequest, ch choice, ongoing bool) {
+	var tr tried
+	for attempt := 0; ; attempt++ {
+		s := &p.slots[ch.idx]
+		c.inflight.Add(1)
+		s.cell.inflight.Add(1)
+		resp, err := d.send(in, r, s)
+		next, retry := d.nextAttempt(c, p, in, ch, &tr, resp, err, attempt, ongoing)
+		if !retry {
+			d.respond(w, c, p, s, in, ch, resp, err, attempt)
+		} else {
+			discard(resp)
+			in.span.AddEvent("retry", trace.WithAttributes(attribute.String("ilb.failed_engine", s.eng.name),
+				attribute.String("ilb.next_engine", p.slots[next.idx].eng.name)))
+		}
+		s.cell.inflight.Add(-1)
+		c.inflight.Add(-1)
+		if !retry {
+			return
+		}
+		ch = next
+	}
+}
+
+// nextAttempt decides whether a failed attempt is retried, and where: the
+// conversation's next choice among engines not tried yet, paid from the
+// retry budget only when there is one.
+func (d *DataPlane) nextAttempt(c *cluster, p *picker, in *chatRequest, ch choice, tr *tried,
+	resp *http.Response, err error, attempt int, ongoing bool) (choice, bool) {
+	if !d.shouldRetry(resp, err, attempt, in) {
+		return choice{}, false
+	}
+	tr.add(ch.idx)
+	next, perr := p.pick(in.hash, ongoing, memo{}, tr)
+	if perr != nil || !c.budget.tryRetry() {
+		return choice{}, false
+	}
+	return next, true
+}
+
+// send makes one attempt and records its outcome for outlier detection.
+func (d *DataPlane) send(in *chatRequest, r *http.Request, s *slot) (*http.Response, error) {
+	if s.eng.url == "" {
+		return nil, errors.New("no URL configured for it (give one with --engine or the fleet file)")
+	}
+	req, err := http.NewRequestWithContext(in.ctx, http.MethodPost, strings.TrimSuffix(s.eng.url, "/")+"/v1/chat/completions", in.reader())
+	if err != nil {
+		return nil, fmt.Errorf("engine %q: %w", s.eng.name, err)
+	}
+	copyHeaders(req.Header, r.Header)
+	req.ContentLength = in.size
+	if in.stream == nil {
+		req.ContentLength = int64(len(in.body))
+	}
+	d.prop.Inject(in.ctx, propagation.HeaderCarrier(req.Header))
+	start := d.now()
+	resp, err := d.client.Do(req)
+	if in.ctx.Err() != nil || tooLarge(err) { // the client's doing, not the engine's
+		return resp, err
+	}
+	failed := err != nil || resp.StatusCode >= 500
+	if s.eng.observe(failed, d.now().Sub(start), d.cfg.Outlier.Consecutive5xx) {
+		d.wake()
+	}
+	return resp, err
+}
+
+func (d *DataPlane) shouldRetry(resp *http.Response, err error, attempt int, in *chatRequest) bool {
+	if attempt >= d.cfg.MaxRetries || in.ctx.Err() != nil || !in.replayable() || tooLarge(err) {
+		return false
+	}
+	return err != nil || resp.StatusCode >= 500
+}
+
+// tooLarge reports whether err is the incoming body exceeding its limit.
+func tooLarge(err error) bool {
+	var mb *http.MaxBytesError
+	return errors.As(err, &mb)
+}
+
+func discard(resp *http.Response) {
+	if resp != nil {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+	}
+}
+
+// respond writes the engine's answer (or a 502 when there is none) to the
+// client, streaming the body and flushing each chunk of an event stream.
+func (d *DataPlane) respond(w http.ResponseWriter, c *cluster, p *picker, s *slot, in *chatRequest, ch choice, resp *http.Response, err error, retries int) {
+	in.span.SetAttributes(attribute.String("ilb.engine", s.eng.name), attribute.Int("ilb.retries", retries))
+	if ch.reason != noFallback {
+		in.span.SetAttributes(attribute.String("ilb.fallback", ch.reason.String()))
+	}
+	if err != nil {
+		if in.ctx.Err() != nil {
+			return // the client is gone; nobody to answer
+		}
+		if tooLarge(err) {
+			d.answer(w, c, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", d.cfg.MaxBodyBytes))
+			return
+		}
+		c.throttle.outcome(false)
+		in.span.SetStatus(codes.Error, err.Error())
+		d.answer(w, c, http.StatusBadGateway, fmt.Sprintf("engine %s: %v", s.eng.name, err))
+		return
+	}
+	defer resp.Body.Close()
+	c.throttle.outcome(resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable)
+	h := w.Header()
+	copyHeaders(h, resp.Header)
+	h.Set(HeaderEngine, s.eng.name)
+	h.Set(HeaderVersion, strconv.FormatUint(p.version, 10))
+	c.countCode(resp.StatusCode)
+	in.span.SetAttributes(attribute.Int("http.response.status_code", resp.StatusCode))
+	w.WriteHeader(resp.StatusCode)
+	stream := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") || resp.ContentLength < 0
+	if err := copyBody(w, resp.Body, stream); err != nil && in.ctx.Err() == nil {
+		in.span.SetStatus(codes.Error, "copying the response: "+err.Error())
+		d.log.Debug("response copy ended early", "engine", s.eng.name, "err", err)
+	}
+}
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// copyBody copies body to w, flushing after every read when stream is
+// set, so server-sent events reach the client chunk by chunk.
+func copyBody(w http.ResponseWriter, body io.Reader, stream bool) error {
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	rc := http.NewResponseController(w)
+	for {
+		n, err := body.Read(*bp)
+		if n > 0 {
+			if _, werr := w.Write((*bp)[:n]); werr != nil {
+				return werr
+			}
+			if stream {
+				_ = rc.Flush()
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// hopHeaders are not forwarded (RFC 9110, section 7.6.1).
+var hopHeaders = map[string]bool{
+	"Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true, "Proxy-Authorization": true,
+	"Proxy-Connection": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
+}
+
+func copyHeaders(dst, src http.Header) {
+	for k, vs := range src {
+		if hopHeaders[k] {
+			continue
+		}
+		dst[k] = append([]string(nil), vs...)
+	}
+}

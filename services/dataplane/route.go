@@ -1,0 +1,43 @@
+package dataplane
+
+// decide runs the guardrails for one request of cluster c whose key hashes
+// to h, with p the picker loaded for it: shedding (new conversations
+// first), then the pick (availability, latency penalty and bounded-load
+// spill for new conversations). It remembers the conversation and counts
+// the pick, and reports whether the conversation was ongoing (retries
+// pick again with the same view). It takes no lock and does not allocate.
+func (d *DataPlane) decide(c *cluster, p *picker, h uint64) (choice, bool, error) {
+	if p.err != nil {
+		return choice{}, false, p.err
+	}
+	epoch := uint8(d.epoch.Load())
+	m, ongoing := c.convos.lookup(h, epoch)
+	c.mix.a.Add(1)
+	if !ongoing {
+		c.mix.b.Add(1)
+	}
+	if p.shedKey(h, ongoing, c.newConversationShare()) {
+		c.shed.Add(1)
+		return choice{}, ongoing, ErrShed
+	}
+	var tr tried
+	ch, err := p.pick(h, ongoing, m, &tr)
+	if err != nil {
+		return choice{}, ongoing, err
+	}
+	c.convos.record(h, epoch, ch.memo)
+	d.countPick(c, p, ch)
+	return ch, ongoing, nil
+}
+
+// countPick counts a pick and its fallback reason; picks made under the
+// stale policy also count as reason "stale".
+func (d *DataPlane) countPick(c *cluster, p *picker, ch choice) {
+	p.slots[ch.idx].cell.picks.Add(1)
+	if ch.reason != noFallback {
+		c.fallbacks[ch.reason].Add(1)
+	}
+	if p.stale {
+		c.fallbacks[reasonStale].Add(1)
+	}
+}

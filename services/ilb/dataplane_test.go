@@ -1,0 +1,208 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// dpOutput is a bytes.Buffer safe for a writer and a reader goroutine.
+type dpOutput struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *dpOutput) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *dpOutput) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startDataplane runs `ilb dataplane args...` as a user would until the
+// test ends, and returns its base URL.
+func startDataplane(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errb dpOutput
+	done := make(chan int, 1)
+	go func() {
+		done <- runMain(ctx, append([]string{"dataplane", "--http", "127.0.0.1:0"}, args...), &out, &errb)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if code := <-done; code != 0 {
+			t.Errorf("ilb dataplane exited %d: %s", code, errb.String())
+		}
+		http.DefaultClient.CloseIdleConnections()
+	})
+	addr := regexp.MustCompile(`on (http://[0-9.:]+)`)
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if m := addr.FindStringSubmatch(out.String()); m != nil {
+			return m[1]
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("ilb dataplane exited %d before listening: %s", code, errb.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	t.Fatalf("ilb dataplane did not print its address; stdout %q stderr %q", out.String(), errb.String())
+	return ""
+}
+
+func writeSnapshot(t *testing.T, path string, version int, weights map[string]float64) {
+	t.Helper()
+	b, err := json.Marshal(map[string]any{"version": version, "cluster": "fe-a",
+		"created_at": "2026-11-29T22:00:00Z", "weights": weights, "shed_fraction": 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pickAll asks POST /v1/pick for conversations c-0..c-(n-1).
+func pickAll(t *testing.T, base string, n int) []string {
+	t.Helper()
+	out := make([]string, n)
+	for i := range out {
+		body := fmt.Sprintf(`{"cluster":"fe-a","conversation_id":"c-%d"}`, i)
+		resp, err := http.Post(base+"/v1/pick", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r struct {
+			Engine string `json:"engine"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&r)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("pick c-%d: %d %v", i, resp.StatusCode, err)
+		}
+		out[i] = r.Engine
+	}
+	return out
+}
+
+func routingVersion(t *testing.T, base string) uint64 {
+	t.Helper()
+	resp, err := http.Get(base + "/v1/routing?cluster=fe-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Version uint64 `json:"version"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		t.Fatal(err)
+	}
+	return r.Version
+}
+
+func shareOf(picks []string, engine string) float64 {
+	n := 0
+	for _, p := range picks {
+		if p == engine {
+			n++
+		}
+	}
+	return float64(n) / float64(len(picks))
+}
+
+// TestDataplaneSnapshotFile tries `ilb dataplane --snapshot FILE` as a
+// new user would: picks follow the file, an edit takes effect and moves
+// about the minimum share of conversations (the total variation distance
+// between the weight vectors), and two starts on one file pick alike.
+func TestDataplaneSnapshotFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "weights.json")
+	v1 := map[string]float64{"eng-a": 0.5, "eng-b": 0.5}
+	v2 := map[string]float64{"eng-a": 0.3, "eng-b": 0.5, "eng-c": 0.2}
+	writeSnapshot(t, path, 1, v1)
+	base := startDataplane(t, "--cluster", "fe-a", "--snapshot", path)
+	const n = 2000
+	before := pickAll(t, base, n)
+	for name, w := range v1 {
+		if got := shareOf(before, name); math.Abs(got-w) > 0.04 {
+			t.Fatalf("%s got %.3f of the picks, weight %.2f", name, got, w)
+		}
+	}
+	writeSnapshot(t, path, 2, v2)
+	deadline := time.Now().Add(10 * time.Second)
+	for routingVersion(t, base) != 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the edited file (version 2) was not picked up")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	after := pickAll(t, base, n)
+	moved := 0
+	for i := range before {
+		if before[i] != after[i] {
+			moved++
+			if before[i] != "eng-a" || after[i] != "eng-c" {
+				t.Fatalf("c-%d moved %s -> %s: only eng-a's surplus should move", i, before[i], after[i])
+			}
+		}
+	}
+	// Total variation distance ½·Σ|Δw| = 0.2: the least that must move.
+	if share := float64(moved) / n; math.Abs(share-0.2) > 0.03 {
+		t.Fatalf("the edit moved %.3f of the conversations, want about 0.2", share)
+	}
+	t.Logf("weight shift with total variation 0.2 moved %.3f of %d conversations", float64(moved)/n, n)
+	// Two fresh starts on the same file pick identically.
+	first := pickAll(t, startDataplane(t, "--cluster", "fe-a", "--snapshot", path), n)
+	second := pickAll(t, startDataplane(t, "--cluster", "fe-a", "--snapshot", path), n)
+	for i := range first {
+		if first[i] != second[i] {
+			t.Fatalf("two starts on one file disagree on c-%d: %s vs %s", i, first[i], second[i])
+		}
+	}
+	if math.Abs(shareOf(first, "eng-c")-0.2) > 0.04 {
+		t.Fatalf("fresh start: eng-c has %.3f of the picks, weight 0.2", shareOf(first, "eng-c"))
+	}
+}
+
+func TestDataplaneUsageErrors(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "w.json")
+	writeSnapshot(t, path, 1, map[string]float64{"eng-a": 0.5, "eng-b": 0.4})
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"dataplane", "--snapshot", path}, "--cluster NAME is required"},
+		{[]string{"dataplane", "--cluster", "fe-a"}, "give --snapshot FILE"},
+		{[]string{"dataplane", "--cluster", "fe-a", "--snapshot", path, "--nats", "nats://127.0.0.1:1"}, "exclusive"},
+		{[]string{"dataplane", "--cluster", "fe-a", "--snapshot", path, "--engine", "eng-a"}, "want NAME=URL"},
+		{[]string{"dataplane", "--cluster", "fe-a", "--snapshot", path, "--http", "127.0.0.1:0"}, "weights sum to 0.9"},
+		{[]string{"dataplane", "--cluster", "fe-a", "--snapshot", path + ".missing", "--http", "127.0.0.1:0"}, "no such file"},
+	} {
+		code, _, errs := run(t, tc.args...)
+		if code != 2 || !strings.Contains(errs, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 with %q", tc.args, code, errs, tc.want)
+		}
+	}
+}
