@@ -18,7 +18,7 @@ const WeightSumTolerance = 1e-6
 
 // MaxTableSlots bounds SnapshotTable.Slots, so a bad snapshot cannot make
 // a data plane allocate without limit.
-const MaxTableSlots = 1 << 24
+const MaxTableSlots = 1 << 20 // = solver/sched.MaxSlots; schemas imports nothing of ours, so kept equal by hand
 
 // Table encodings known to this version. The encoding is implemented by
 // solver/sched; schemas only carries it.
