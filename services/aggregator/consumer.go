@@ -1,0 +1,364 @@
+package aggregator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/ilb-router/ilb/streams/kafka"
+)
+
+// connect builds the Run's one franz-go client: a member of the consumer
+// group on the signals topic that commits only what the aggregator tells
+// it (never automatically), and the producer of every output topic.
+func (a *Aggregator) connect(ctx context.Context) (*kgo.Client, error) {
+	opts, err := a.cfg.Kafka.Opts()
+	if err != nil {
+		return nil, fmt.Errorf("aggregator: %w", err)
+	}
+	opts = append(opts,
+		kgo.ConsumerGroup(a.cfg.Group),
+		kgo.ConsumeTopics(a.cfg.SignalsTopic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsAssigned(a.onAssigned),
+		kgo.OnPartitionsRevoked(a.onRevoked),
+		kgo.OnPartitionsLost(a.onLost),
+		kgo.SessionTimeout(a.cfg.SessionTimeout),
+		kgo.HeartbeatInterval(a.cfg.HeartbeatInterval),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("aggregator: kafka client: %w", err)
+	}
+	if a.cfg.CreateTopics {
+		tctx, cancel := context.WithTimeout(ctx, a.cfg.PublishTimeout)
+		err := kafka.EnsureTopics(tctx, cl, -1, -1, a.cfg.SignalsTopic, a.cfg.DLQTopic, a.cfg.FeaturesTopic, a.cfg.ProfilesTopic)
+		cancel()
+		if err != nil {
+			a.log.Warn("aggregator: could not create topics; continuing with what exists", "err", err)
+		}
+	}
+	return cl, nil
+}
+
+// consume is the consumer loop: poll, handle, allow rebalances, until ctx
+// ends.
+func (a *Aggregator) consume(ctx context.Context, cl *kgo.Client) error {
+	for {
+		pctx, cancel := context.WithTimeout(ctx, a.cfg.PollInterval)
+		fs := cl.PollRecords(pctx, a.cfg.MaxPollRecords)
+		cancel()
+		if ctx.Err() != nil {
+			cl.AllowRebalance()
+			return nil // what was polled is not handled, hence not committed
+		}
+		if fs.IsClientClosed() {
+			return errors.New("aggregator: kafka client closed")
+		}
+		_, gen := cl.GroupMetadata()
+		a.health.Set("consumer", a.fetchOK(fs) && gen >= 0)
+		a.handle(ctx, cl, fs.Records())
+		cl.AllowRebalance()
+	}
+}
+
+// fetchOK logs fetch errors and reports whether there were none.
+func (a *Aggregator) fetchOK(fs kgo.Fetches) bool {
+	ok := true
+	fs.EachError(func(topic string, p int32, err error) {
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			return
+		}
+		ok = false
+		a.log.Warn("aggregator: fetch failed", "topic", topic, "partition", p, "err", err)
+	})
+	return ok
+}
+
+// handle applies one polled batch, emits the windows it closed, publishes
+// and commits.
+func (a *Aggregator) handle(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) {
+	ctx, span := a.tracer.Start(ctx, "aggregator.batch", trace.WithAttributes(attribute.Int("records", len(recs))))
+	defer span.End()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := a.now()
+	var bc batchCounts
+	for _, r := range recs {
+		a.core.add(r, now, &bc)
+	}
+	a.cnt.addBatch(&bc)
+	if _, err := a.core.drain(now); err != nil {
+		a.log.Warn("aggregator: windows", "err", err)
+	}
+	published := a.publishLocked(ctx, cl)
+	a.backpressureLocked(cl)
+	if !published {
+		return
+	}
+	if a.core.emits > 0 || now.Sub(a.lastCommit) >= a.cfg.CommitInterval {
+		a.commitLocked(ctx, cl, nil)
+	}
+}
+
+// backpressureLocked stops fetching signals while more than
+// MaxPendingRecords wait to be published (Kafka refuses the output), so
+// memory stays bounded, and resumes once they are out.
+func (a *Aggregator) backpressureLocked(cl *kgo.Client) {
+	switch n := len(a.core.outbox); {
+	case n > a.cfg.MaxPendingRecords && !a.paused:
+		cl.PauseFetchTopics(a.cfg.SignalsTopic)
+		a.paused = true
+		a.log.Warn("aggregator: output not acknowledged; consumption paused", "pending", n)
+	case n == 0 && a.paused:
+		cl.ResumeFetchTopics(a.cfg.SignalsTopic)
+		a.paused = false
+		a.log.Info("aggregator: output flowing again; consumption resumed")
+	}
+}
+
+// publishLocked produces every pending record (features and DLQ) and
+// waits for the acknowledgements. Records that failed stay pending, and
+// offsets are not committed until they are out; it reports whether
+// nothing is left.
+func (a *Aggregator) publishLocked(ctx context.Context, cl *kgo.Client) bool {
+	out := a.core.outbox
+	if len(out) == 0 {
+		return true
+	}
+	ctx, span := a.tracer.Start(ctx, "aggregator.publish", trace.WithAttributes(attribute.Int("records", len(out))))
+	defer span.End()
+	for _, r := range out {
+		if r.Topic == a.cfg.FeaturesTopic && !hasHeader(r, "traceparent") {
+			kafka.InjectTrace(ctx, a.prop, r)
+		}
+	}
+	pctx, cancel := context.WithTimeout(ctx, a.cfg.PublishTimeout)
+	defer cancel()
+	var failed []*kgo.Record
+	var first error
+	for _, res := range cl.ProduceSync(pctx, out...) {
+		if res.Err != nil {
+			failed = append(failed, res.Record)
+			first = cmpOr(first, res.Err)
+		}
+	}
+	clear(out)
+	a.core.outbox = append(out[:0], failed...)
+	if len(failed) > 0 {
+		a.cnt.publishFailed.Add(1)
+		a.log.Warn("aggregator: publish failed; will retry, offsets wait", "records", len(failed), "err", first)
+		return false
+	}
+	return true
+}
+
+func hasHeader(r *kgo.Record, key string) bool {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+func cmpOr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// commitLocked commits the commit point of every dirty partition (or of
+// only those listed), each with its window checkpoint as metadata.
+func (a *Aggregator) commitLocked(ctx context.Context, cl *kgo.Client, only []int32) {
+	offs := map[int32]kgo.EpochOffset{}
+	meta := map[int32]string{}
+	for p, ps := range a.core.parts {
+		if ps.dirty() && (only == nil || slices.Contains(only, p)) {
+			offs[p] = kgo.EpochOffset{Epoch: -1, Offset: ps.commit}
+			meta[p] = ps.meta
+		}
+	}
+	a.lastCommit, a.core.emits = a.now(), 0
+	if len(offs) == 0 || a.noCommit.Load() {
+		return
+	}
+	err := commitWithMetadata(ctx, cl, a.cfg.SignalsTopic, offs, meta)
+	for p, o := range offs {
+		if ps := a.core.parts[p]; ps != nil {
+			ps.committed = o.Offset
+		}
+	}
+	if err != nil {
+		a.log.Warn("aggregator: commit failed; will retry", "err", err)
+	}
+}
+
+// commitWithMetadata commits offs of topic in one synchronous request,
+// each partition with its metadata, and removes from offs the partitions
+// whose commit failed.
+func commitWithMetadata(ctx context.Context, cl *kgo.Client, topic string, offs map[int32]kgo.EpochOffset, meta map[int32]string) error {
+	ctx = kgo.PreCommitFnContext(ctx, func(req *kmsg.OffsetCommitRequest) error {
+		for i := range req.Topics {
+			for j := range req.Topics[i].Partitions {
+				rp := &req.Topics[i].Partitions[j]
+				if m, ok := meta[rp.Partition]; ok {
+					rp.Metadata = &m
+				}
+			}
+		}
+		return nil
+	})
+	var cerr error
+	cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{topic: offs},
+		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+			if err != nil {
+				cerr = err
+				clear(offs)
+				return
+			}
+			for _, t := range resp.Topics {
+				for _, p := range t.Partitions {
+					if e := kerr.ErrorForCode(p.ErrorCode); e != nil {
+						cerr = errors.Join(cerr, fmt.Errorf("partition %d: %w", p.Partition, e))
+						delete(offs, p.Partition)
+					}
+				}
+			}
+		})
+	return cerr
+}
+
+// onAssigned restores each newly assigned partition from the checkpoint
+// stored with its committed offset.
+func (a *Aggregator) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
+	parts := assigned[a.cfg.SignalsTopic]
+	if len(parts) == 0 {
+		return
+	}
+	offs := a.fetchCommitted(ctx, cl)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := a.now()
+	for _, p := range parts {
+		committed, meta := int64(-1), ""
+		if o, ok := offs.Lookup(a.cfg.SignalsTopic, p); ok && o.Err == nil && o.At >= 0 {
+			committed, meta = o.At, o.Metadata
+		}
+		ps, err := newPartition(p, a.core.fc, committed, meta, now)
+		if err != nil && !errors.Is(err, errNoCheckpoint) {
+			a.cnt.checkpointBad.Add(1)
+			a.log.Error("aggregator: window checkpoint unusable; the partition starts with empty windows",
+				"partition", p, "offset", committed, "err", err)
+		}
+		if ps != nil {
+			a.core.parts[p] = ps
+		}
+	}
+	a.log.Info("aggregator: partitions assigned", "partitions", parts)
+}
+
+// fetchCommitted reads the group's committed offsets and their metadata,
+// retrying for a while: without them a restored partition could double
+// count (README.md, Guarantees).
+func (a *Aggregator) fetchCommitted(ctx context.Context, cl *kgo.Client) kadm.OffsetResponses {
+	adm := kadm.NewClient(cl)
+	deadline := a.now().Add(a.cfg.PublishTimeout)
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		fctx, cancel := context.WithTimeout(ctx, a.cfg.PublishTimeout)
+		offs, err := adm.FetchOffsets(fctx, a.cfg.Group)
+		cancel()
+		if err == nil {
+			return offs
+		}
+		if ctx.Err() != nil || a.now().After(deadline) {
+			a.cnt.checkpointBad.Add(1)
+			a.log.Error("aggregator: cannot read committed offsets; assigned partitions start with empty windows", "err", err)
+			return nil
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+		}
+	}
+}
+
+// onRevoked publishes what is pending and commits the revoked partitions
+// before they move, then forgets them.
+func (a *Aggregator) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
+	parts := revoked[a.cfg.SignalsTopic]
+	if len(parts) == 0 {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.publishLocked(ctx, cl) {
+		a.commitLocked(ctx, cl, parts)
+	}
+	a.forgetLocked(parts)
+}
+
+// onLost forgets partitions that were taken away without a revoke: their
+// uncommitted work is redone by the next owner.
+func (a *Aggregator) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.forgetLocked(lost[a.cfg.SignalsTopic])
+	a.log.Warn("aggregator: partitions lost", "partitions", lost[a.cfg.SignalsTopic])
+}
+
+func (a *Aggregator) forgetLocked(parts []int32) {
+	for _, p := range parts {
+		if ps := a.core.parts[p]; ps != nil {
+			a.core.countWindowStats(ps)
+		}
+		a.core.drop(p)
+	}
+}
+
+// shutdown publishes and commits what it can, leaves the group, closes the
+// client and finishes the output files.
+func (a *Aggregator) shutdown(cl *kgo.Client) error {
+	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.PublishTimeout)
+	defer cancel()
+	a.mu.Lock()
+	if a.publishLocked(ctx, cl) {
+		a.commitLocked(ctx, cl, nil)
+	}
+	a.mu.Unlock()
+	if err := cl.LeaveGroupContext(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		a.log.Warn("aggregator: leave group", "err", err)
+	}
+	cl.Close()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var errs []error
+	if a.featFile != nil {
+		errs = append(errs, a.featFile.close())
+	}
+	if a.profFile != nil {
+		errs = append(errs, a.profFile.close())
+	}
+	return errors.Join(errs...)
+}
+
+// sortedParts returns the owned partitions in order (for logs and tests).
+func (a *Aggregator) sortedParts() []int32 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Sorted(maps.Keys(a.core.parts))
+}
