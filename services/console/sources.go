@@ -1,0 +1,110 @@
+package console
+
+import (
+	"context"
+	"time"
+)
+
+// Sources are the console's inputs; any may be nil (its part of the page
+// stays empty). Run calls them from its one goroutine, each bounded by
+// Config.SourceTimeout.
+type Sources struct {
+	Plan    PlanSource
+	Routing RoutingSource
+	Engines EngineSource
+	Traffic TrafficSource
+}
+
+// PlanSource reports the optimizer's latest solution.
+type PlanSource interface {
+	Plan(ctx context.Context) (Plan, error)
+}
+
+// RoutingSource reports what the data planes serve, per cluster.
+type RoutingSource interface {
+	Routing(ctx context.Context) ([]Routing, error)
+}
+
+// EngineSource reports the latest windowed features per engine.
+type EngineSource interface {
+	Engines(ctx context.Context) ([]EngineStats, error)
+}
+
+// TrafficSource reports the traffic generator's counters per cluster.
+type TrafficSource interface {
+	Traffic(ctx context.Context) ([]TrafficCluster, error)
+}
+
+// Plan is the optimizer's latest solution.
+type Plan struct {
+	Version     uint64        `json:"version"`
+	SolvedAt    time.Time     `json:"solved_at"` // zero: no solve yet
+	Solves      int64         `json:"solves"`
+	ObjectiveMs float64       `json:"objective_ms"`
+	Status      string        `json:"status,omitempty"` // e.g. "waiting for profiles"
+	Clusters    []ClusterPlan `json:"clusters"`
+}
+
+// ClusterPlan is one cluster's part of a solution.
+type ClusterPlan struct {
+	Cluster      string             `json:"cluster"`
+	DemandRPS    float64            `json:"demand_rps"`
+	ShedFraction float64            `json:"shed_fraction"`
+	Weights      map[string]float64 `json:"weights"`
+}
+
+// Routing is the snapshot a data plane serves for one cluster.
+type Routing struct {
+	Cluster      string             `json:"cluster"`
+	Ready        bool               `json:"ready"`
+	Version      uint64             `json:"version"`
+	AgeSeconds   float64            `json:"age_seconds"`
+	Stale        bool               `json:"stale"`
+	ShedFraction float64            `json:"shed_fraction"`
+	Weights      map[string]float64 `json:"weights"`
+	Engines      []RoutedEngine     `json:"engines,omitempty"`
+}
+
+// RoutedEngine is the data plane's live view of one engine of a cluster.
+type RoutedEngine struct {
+	Name      string `json:"name"`
+	Available bool   `json:"available"`
+	Reason    string `json:"reason,omitempty"` // why not available
+	InFlight  int64  `json:"in_flight"`
+	Picks     int64  `json:"picks"`
+}
+
+// EngineStats are one engine's latest windowed features.
+type EngineStats struct {
+	Name          string    `json:"name"`
+	LoadRPS       float64   `json:"load_rps"`
+	InFlight      float64   `json:"in_flight"`
+	TTFTP50Ms     float64   `json:"ttft_p50_ms"`
+	TTFTP99Ms     float64   `json:"ttft_p99_ms"`
+	CacheHitRatio float64   `json:"cache_hit_ratio"`
+	Utilization   float64   `json:"utilization"`
+	Healthy       bool      `json:"healthy"`
+	WindowEnd     time.Time `json:"window_end"`
+}
+
+// TrafficCluster is the traffic generator's view of one cluster:
+// cumulative counters, which the console turns into rates.
+type TrafficCluster struct {
+	Cluster      string  `json:"cluster"`
+	DemandRPS    float64 `json:"demand_rps"` // target request rate now
+	Multiplier   float64 `json:"multiplier"` // demand swing in force
+	Sent         int64   `json:"sent"`
+	OK           int64   `json:"ok"`
+	Shed         int64   `json:"shed"`
+	Errors       int64   `json:"errors"`
+	Dropped      int64   `json:"dropped"`
+	InFlight     int64   `json:"in_flight"`
+	LatencyP50Ms float64 `json:"latency_p50_ms"`
+	LatencyP99Ms float64 `json:"latency_p99_ms"`
+	TTFTP50Ms    float64 `json:"ttft_p50_ms"`
+	TTFTP99Ms    float64 `json:"ttft_p99_ms"`
+	PromptTokens int64   `json:"prompt_tokens"`
+	CachedTokens int64   `json:"cached_tokens"`
+	FollowUps    int64   `json:"follow_ups"`
+	SameEngine   int64   `json:"same_engine"`
+}
