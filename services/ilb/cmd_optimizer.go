@@ -1,11 +1,132 @@
 package main
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/ilb-router/ilb/schemas"
+	svcrun "github.com/ilb-router/ilb/services/internal/run"
+	"github.com/ilb-router/ilb/services/internal/telemetry"
+	"github.com/ilb-router/ilb/services/optimizer"
+	"github.com/ilb-router/ilb/streams/kafka"
+	"github.com/ilb-router/ilb/streams/kv"
+)
+
+const optimizerAbout = `Runs the optimizer: it reads windowed features (ilb.features) and fitted
+profiles (ilb.profiles) from Kafka, estimates each front-end cluster's
+demand, derates unhealthy engines, solves the fleet-wide allocation from the
+previous solution (so weights move no more than they must), updates each
+cluster's selection table with minimal churn, and publishes one snapshot per
+cluster plus a manifest to the JetStream KV bucket ilb-weights, versioned
+by compare-and-swap on the manifest.
+
+Solves are triggered by new input (coalesced, at most every --min-interval)
+and happen at least every --max-interval. Several instances may run: the
+one holding the lease (--lease) publishes; the others stand by and take over
+when it stops. Give each instance its own --id.
+
+HTTP (--http): GET /healthz, GET /v1/optimizer (the last solve: weights,
+demand, capacities, history), GET /metrics.`
 
 func cmdOptimizer(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "optimizer", "[flags]", "Not built yet (issue #6).")
+	fs := newFlags(e, "optimizer", "--fleet FILE [--kafka ADDRS] [--nats URL] [--http ADDR] [flags]", optimizerAbout)
+	kf, nf := addKafkaFlags(fs), addNATSFlags(fs)
+	cfg := optimizer.DefaultConfig(nil)
+	fleet := fs.String("fleet", "", "fleet file (YAML); required")
+	httpAddr := fs.String("http", "", "HTTP listen address for /healthz, /v1/optimizer and /metrics (default: none)")
+	otlp := fs.String("otlp", os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT"), "OTLP/HTTP endpoint for traces (default $OTEL_EXPORTER_OTLP_ENDPOINT)")
+	fs.StringVar(&cfg.ID, "id", defaultOptimizerID(), "name of this instance (lease holder, manifest leader); unique per instance")
+	fs.DurationVar(&cfg.MinInterval, "min-interval", cfg.MinInterval, "least time between two solves")
+	fs.DurationVar(&cfg.MaxInterval, "max-interval", cfg.MaxInterval, "most time between two published versions")
+	fs.DurationVar(&cfg.LeaseDuration, "lease", cfg.LeaseDuration, "leader lease duration; 0 turns leader election off")
+	fs.StringVar(&cfg.Bucket, "bucket", cfg.Bucket, "JetStream KV bucket of the weight snapshots")
+	fs.IntVar(&cfg.BucketReplicas, "bucket-replicas", cfg.BucketReplicas, "JetStream replicas of the bucket (3 in production)")
+	fs.StringVar(&cfg.FeaturesTopic, "features-topic", cfg.FeaturesTopic, "Kafka topic of the feature windows")
+	fs.StringVar(&cfg.ProfilesTopic, "profiles-topic", cfg.ProfilesTopic, "Kafka topic of the fitted profiles")
+	fs.Float64Var(&cfg.ChurnMs, "churn-ms", cfg.ChurnMs, "price in ms per request of moving a cluster's whole traffic between engines")
+	fs.Float64Var(&cfg.MeanPromptTokens, "mean-prompt-tokens", cfg.MeanPromptTokens, "prompt size assumed by the prior profile of an engine not fitted yet")
 	if err := parseFlags(fs, e, args); err != nil {
 		return err
 	}
-	return notBuilt("optimizer", 6)
+	if *fleet == "" {
+		return badInput("--fleet FILE is required (the clusters, engines and network the optimizer allocates over)")
+	}
+	f, err := schemas.LoadFleet(*fleet)
+	if err != nil {
+		return badInput("--fleet: %v", err)
+	}
+	cfg.Fleet = f
+	if err := cfg.Validate(); err != nil {
+		return badInput("%v", err)
+	}
+	kc, err := kf.config("ilb-optimizer-" + cfg.ID)
+	if err != nil {
+		return err
+	}
+	nc, err := nf.config("ilb-optimizer-" + cfg.ID)
+	if err != nil {
+		return err
+	}
+	return runOptimizer(ctx, e, cfg, optimizerDeps{kafka: kc, nats: nc, httpAddr: *httpAddr, otlp: *otlp})
+}
+
+// optimizerDeps are the connections cmdOptimizer resolved from flags.
+type optimizerDeps struct {
+	kafka          kafka.ClientConfig
+	nats           kv.Config
+	httpAddr, otlp string
+}
+
+func runOptimizer(ctx context.Context, e *env, cfg optimizer.Config, d optimizerDeps) error {
+	tcfg := telemetry.DefaultConfig("ilb-optimizer")
+	tcfg.OTLPEndpoint = d.otlp
+	tel, err := telemetry.Setup(ctx, tcfg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tel.Shutdown(sctx)
+	}()
+	log := slog.New(slog.NewTextHandler(e.stderr, nil))
+	d.nats.RetryOnFailedConnect = true // start, and wait for NATS, rather than fail
+	d.nats.Logger = log
+	conn, js, err := kv.Connect(ctx, d.nats)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	o, err := optimizer.New(cfg, optimizer.Deps{JetStream: js, NATS: conn, Kafka: &d.kafka, Logger: log,
+		Meter: tel.Meter, Tracer: tel.Tracer, Metrics: tel.MetricsHandler()})
+	if err != nil {
+		return badInput("%v", err)
+	}
+	var g svcrun.Group
+	g.Add("optimizer", o.Run)
+	where := ""
+	if d.httpAddr != "" {
+		srv, err := svcrun.Listen(svcrun.DefaultHTTPConfig(d.httpAddr), o.Handler())
+		if err != nil {
+			return fmt.Errorf("--http %s: %w", d.httpAddr, err)
+		}
+		g.Add("http", srv.Run)
+		where = fmt.Sprintf("; state on http://%s/v1/optimizer", srv.Addr())
+	}
+	fmt.Fprintf(e.stdout, "ilb optimizer %s: %d clusters, %d engines -> bucket %s%s\n",
+		cfg.ID, len(cfg.Fleet.Clusters), len(cfg.Fleet.Engines), cfg.Bucket, where)
+	return g.Run(ctx)
+}
+
+// defaultOptimizerID is host-pid: unique per process, readable in the
+// manifest.
+func defaultOptimizerID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "optimizer"
+	}
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
 }

@@ -1,0 +1,289 @@
+package optimizer
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/ilb-router/ilb/schemas"
+	"github.com/ilb-router/ilb/services/internal/run"
+	"github.com/ilb-router/ilb/streams/kafka"
+)
+
+// TopicProfiles is the default Kafka topic of the aggregator's fitted
+// profiles: each record's value is an Arrow IPC stream of one profile
+// table (schemas.ProfileSchema), key "profiles". It belongs in schemas
+// next to TopicFeatures; it is defined here until it moves there.
+const TopicProfiles = "ilb.profiles"
+
+// LeaseKey is the key of the leader lease in the weights bucket. It is
+// not a cluster: Config.Validate rejects a fleet with a cluster of that
+// name.
+const LeaseKey = "manifest.lease"
+
+// Config is everything an Optimizer needs that is not a live dependency.
+// Build it with DefaultConfig and change what differs.
+type Config struct {
+	// ID names this instance: the lease holder and the manifest's leader.
+	ID string
+	// Fleet gives clusters, engines, network, eligibility and the solver's
+	// globals (max utilisation, mean output tokens, shed penalty).
+	Fleet *schemas.Fleet
+
+	FeaturesTopic string
+	ProfilesTopic string
+	// FeatureBacklogRecords is how many records per partition of the
+	// features topic are read back at start, so the first solve has the
+	// latest windows (profiles are read from the start).
+	FeatureBacklogRecords int64
+
+	// Bucket is the weights bucket; BucketReplicas its JetStream
+	// replication (3 in production, README.md).
+	Bucket         string
+	BucketReplicas int
+	// LeaseDuration is how long a leader holds the lease without renewing
+	// it; 0 turns leader election off (every instance publishes, and the
+	// manifest compare-and-swap alone keeps versions consistent).
+	LeaseDuration time.Duration
+
+	// MinInterval is the least time between two solves; triggers in
+	// between are coalesced. MaxInterval is the most: a solve (and a
+	// publish) happens at least that often, so snapshots stay fresh.
+	MinInterval, MaxInterval time.Duration
+	// SettleDelay is how long a trigger waits for more input before the
+	// solve, so that the rows of one window that arrive in several records
+	// are solved together.
+	SettleDelay time.Duration
+	// MinChange: a solve whose weights (shed counted as one more weight)
+	// moved by less total variation than this in every cluster is not
+	// published, unless MaxInterval has passed since the last publish.
+	MinChange float64
+
+	// ChurnMs is the solver's price of moving traffic (optimize.Options):
+	// a route Δ ms better wins at most Δ/(2·ChurnMs) of a cluster per
+	// solve. Tolerance and MaxNewtonSteps bound the solve.
+	ChurnMs        float64
+	Tolerance      float64
+	MaxNewtonSteps int
+
+	Demand DemandConfig
+	Derate DerateConfig
+	// MeanPromptTokens sizes the prior profile of an engine without a
+	// fitted one (PriorProfile).
+	MeanPromptTokens float64
+
+	// HistoryLen bounds State().History.
+	HistoryLen int
+	// PublishTimeout bounds one publish (manifest and cluster keys).
+	PublishTimeout time.Duration
+}
+
+// DemandConfig says how a cluster's demand is estimated from served
+// traffic (README.md, Demand).
+type DemandConfig struct {
+	// Alpha is the EWMA weight of a new window's observation, in (0, 1].
+	Alpha float64
+	// MaxShedCorrection caps the shed fraction used to scale observed
+	// traffic up to demand (observed / (1 − shed)), so a cluster that shed
+	// everything does not get an infinite demand.
+	MaxShedCorrection float64
+	// MinRPS is the demand below which a cluster counts as idle: it keeps
+	// its previous weights.
+	MinRPS float64
+	// PriorLoad is the share of the fleet's capped capacity assumed as
+	// total demand before any traffic is seen, when the fleet file has no
+	// total_demand_rps.
+	PriorLoad float64
+}
+
+// DerateConfig says how capacity is reduced for unhealthy engines and
+// outliers (README.md, Derating).
+type DerateConfig struct {
+	// MaxErrorRate: an engine with a higher error rate is an outlier.
+	MaxErrorRate float64
+	// ErrorSigmas: an engine whose error rate exceeds the fleet's mean by
+	// this many standard deviations is an outlier too (with at least
+	// MinEngines engines judged).
+	ErrorSigmas float64
+	MinEngines  int
+	// MinRequests is the fewest requests in a window for an error rate to
+	// be judged.
+	MinRequests uint64
+	// SilentAfter: an engine seen before whose latest window ends this long
+	// before the newest window of the fleet is treated as down.
+	SilentAfter time.Duration
+}
+
+// DefaultConfig returns the configuration README.md documents, for fleet.
+func DefaultConfig(fleet *schemas.Fleet) Config {
+	return Config{
+		ID:                    "optimizer",
+		Fleet:                 fleet,
+		FeaturesTopic:         schemas.TopicFeatures,
+		ProfilesTopic:         TopicProfiles,
+		FeatureBacklogRecords: 16,
+		Bucket:                schemas.BucketWeights,
+		BucketReplicas:        1,
+		LeaseDuration:         10 * time.Second,
+		MinInterval:           2 * time.Second,
+		MaxInterval:           30 * time.Second,
+		SettleDelay:           200 * time.Millisecond,
+		MinChange:             0.002,
+		ChurnMs:               500,
+		Tolerance:             1e-6,
+		MaxNewtonSteps:        2000,
+		Demand:                DemandConfig{Alpha: 0.5, MaxShedCorrection: 0.9, MinRPS: 1e-3, PriorLoad: 0.5},
+		Derate: DerateConfig{MaxErrorRate: 0.2, ErrorSigmas: 3, MinEngines: 3, MinRequests: 10,
+			SilentAfter: time.Minute},
+		MeanPromptTokens: 1000,
+		HistoryLen:       512,
+		PublishTimeout:   10 * time.Second,
+	}
+}
+
+// Validate reports the first problem with c.
+func (c Config) Validate() error {
+	if err := c.validate(); err != nil {
+		return fmt.Errorf("optimizer: config: %w", err)
+	}
+	return nil
+}
+
+func (c Config) validate() error {
+	if c.ID == "" || len(c.ID) > schemas.MaxNameLen {
+		return fmt.Errorf("id %q: want 1 to %d bytes", c.ID, schemas.MaxNameLen)
+	}
+	if err := c.validateFleet(); err != nil {
+		return err
+	}
+	if err := c.validateNames(); err != nil {
+		return err
+	}
+	if err := c.validateTiming(); err != nil {
+		return err
+	}
+	if err := c.validateSolver(); err != nil {
+		return err
+	}
+	if err := c.Demand.validate(); err != nil {
+		return fmt.Errorf("demand: %w", err)
+	}
+	return c.Derate.validate()
+}
+
+func (c Config) validateFleet() error {
+	if c.Fleet == nil {
+		return errors.New("no fleet")
+	}
+	if err := c.Fleet.Validate(); err != nil {
+		return err
+	}
+	if _, ok := c.Fleet.Cluster(LeaseKey); ok {
+		return fmt.Errorf("cluster name %q is reserved for the leader lease", LeaseKey)
+	}
+	return nil
+}
+
+func (c Config) validateNames() error {
+	for _, t := range []string{c.FeaturesTopic, c.ProfilesTopic} {
+		if err := schemas.ValidTopicName(t); err != nil {
+			return err
+		}
+	}
+	if err := schemas.ValidBucketName(c.Bucket); err != nil {
+		return err
+	}
+	switch {
+	case c.BucketReplicas < 1 || c.BucketReplicas > 5:
+		return fmt.Errorf("bucket replicas %d, want 1 to 5", c.BucketReplicas)
+	case c.FeatureBacklogRecords < 0:
+		return fmt.Errorf("feature backlog %d records is negative", c.FeatureBacklogRecords)
+	}
+	return nil
+}
+
+func (c Config) validateTiming() error {
+	switch {
+	case c.MinInterval <= 0 || c.MaxInterval < c.MinInterval:
+		return fmt.Errorf("intervals: want 0 < min (%v) <= max (%v)", c.MinInterval, c.MaxInterval)
+	case c.SettleDelay < 0 || c.SettleDelay > c.MaxInterval:
+		return fmt.Errorf("settle delay %v: want 0 to the max interval", c.SettleDelay)
+	case c.LeaseDuration != 0 && c.LeaseDuration < 300*time.Millisecond:
+		return fmt.Errorf("lease duration %v: want 0 (off) or at least 300ms", c.LeaseDuration)
+	case c.PublishTimeout <= 0:
+		return fmt.Errorf("publish timeout %v must be positive", c.PublishTimeout)
+	case c.HistoryLen < 1:
+		return fmt.Errorf("history length %d must be positive", c.HistoryLen)
+	}
+	return nil
+}
+
+func (c Config) validateSolver() error {
+	switch {
+	case !finiteIn(c.ChurnMs, 0, 1e9):
+		return fmt.Errorf("churn %v ms: want a finite number >= 0", c.ChurnMs)
+	case !(c.Tolerance > 0 && c.Tolerance < 1):
+		return fmt.Errorf("tolerance %v: want (0, 1)", c.Tolerance)
+	case c.MaxNewtonSteps < 1:
+		return fmt.Errorf("max newton steps %d must be positive", c.MaxNewtonSteps)
+	case !finiteIn(c.MinChange, 0, 1):
+		return fmt.Errorf("min change %v: want [0, 1]", c.MinChange)
+	case !(c.MeanPromptTokens > 0) || math.IsInf(c.MeanPromptTokens, 0):
+		return fmt.Errorf("mean prompt tokens %v must be positive", c.MeanPromptTokens)
+	}
+	return nil
+}
+
+func (d DemandConfig) validate() error {
+	switch {
+	case !(d.Alpha > 0 && d.Alpha <= 1):
+		return fmt.Errorf("alpha %v: want (0, 1]", d.Alpha)
+	case !finiteIn(d.MaxShedCorrection, 0, 0.99):
+		return fmt.Errorf("max shed correction %v: want [0, 0.99]", d.MaxShedCorrection)
+	case !finiteIn(d.MinRPS, 0, 1e9):
+		return fmt.Errorf("min rps %v: want >= 0", d.MinRPS)
+	case !(d.PriorLoad > 0 && d.PriorLoad <= 1):
+		return fmt.Errorf("prior load %v: want (0, 1]", d.PriorLoad)
+	}
+	return nil
+}
+
+func (d DerateConfig) validate() error {
+	switch {
+	case !(d.MaxErrorRate > 0 && d.MaxErrorRate <= 1):
+		return fmt.Errorf("derate: max error rate %v: want (0, 1]", d.MaxErrorRate)
+	case !finiteIn(d.ErrorSigmas, 0, 1e6) || d.ErrorSigmas == 0:
+		return fmt.Errorf("derate: error sigmas %v must be positive", d.ErrorSigmas)
+	case d.MinEngines < 2:
+		return fmt.Errorf("derate: min engines %d: want at least 2", d.MinEngines)
+	case d.SilentAfter <= 0:
+		return fmt.Errorf("derate: silent after %v must be positive", d.SilentAfter)
+	}
+	return nil
+}
+
+func finiteIn(v, lo, hi float64) bool { return v >= lo && v <= hi }
+
+// Deps are the Optimizer's live dependencies. Run needs JetStream and
+// Kafka; the rest are optional.
+type Deps struct {
+	JetStream  jetstream.JetStream
+	NATS       *nats.Conn          // optional: after each solve, its connection state is reported on /healthz
+	Kafka      *kafka.ClientConfig // features and profiles are consumed from here
+	Logger     *slog.Logger        // nil discards logs
+	Meter      metric.MeterProvider
+	Tracer     trace.TracerProvider
+	Propagator propagation.TextMapPropagator // nil: otel's global propagator
+	Metrics    http.Handler                  // served on GET /metrics when set
+	Health     *run.Health                   // readiness is reported here; nil: a private one
+	Now        func() time.Time              // nil: time.Now
+}

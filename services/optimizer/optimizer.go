@@ -1,0 +1,223 @@
+package optimizer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/ilb-router/ilb/schemas"
+	"github.com/ilb-router/ilb/services/internal/run"
+	"github.com/ilb-router/ilb/solver/optimize"
+	"github.com/ilb-router/ilb/solver/sched"
+)
+
+// inboxSize bounds decoded input batches waiting for the solve loop.
+const inboxSize = 64
+
+// maxLinks bounds the span links of one solve to the records that
+// triggered it.
+const maxLinks = 32
+
+// Optimizer solves the fleet's allocation and publishes weight snapshots.
+type Optimizer struct {
+	// Fixed at New.
+	cfg     Config
+	deps    Deps
+	log     *slog.Logger
+	now     func() time.Time
+	tracer  trace.Tracer
+	prop    propagation.TextMapPropagator
+	met     *metrics
+	health  *run.Health
+	handler http.Handler
+
+	// Shared: channels into the loop, and what the loop publishes.
+	inbox       chan input    // decoded records from the consumers
+	trigger     chan struct{} // capacity 1: coalesced solve requests
+	state       atomic.Pointer[State]
+	leaderUntil atomic.Int64 // unix ns until which this instance leads
+
+	// Set by Run before its goroutines start; safe for concurrent use.
+	pub *Publisher
+
+	// Owned by the solve loop.
+	in        *inputs
+	dem       *demand
+	prev      published
+	sched     schedule
+	parent    trace.SpanContext // latest record that triggered the next solve
+	links     []trace.Link      // the others
+	history   []HistoryPoint
+	counts    State // counters and last error carried between States
+	lastSolve *solveResult
+}
+
+// input is one decoded record for the solve loop.
+type input struct {
+	features []schemas.Feature
+	profiles []schemas.Profile
+	span     trace.SpanContext
+}
+
+// published is the last state of the bucket this instance knows: what the
+// data planes serve, and what the next solve starts from.
+type published struct {
+	version     uint64
+	manifestRev uint64
+	at          time.Time
+	snaps       map[string]*schemas.Snapshot
+	tables      map[string]*sched.Table
+	solution    *optimize.Solution // the anchor of the churn term
+}
+
+// New checks cfg and returns an Optimizer. Run starts it.
+func New(cfg Config, deps Deps) (*Optimizer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	met, err := newMetrics(deps.Meter)
+	if err != nil {
+		return nil, fmt.Errorf("optimizer: metrics: %w", err)
+	}
+	o := &Optimizer{
+		cfg: cfg, deps: deps, met: met, log: deps.Logger, now: deps.Now, prop: deps.Propagator,
+		health: deps.Health, inbox: make(chan input, inboxSize), trigger: make(chan struct{}, 1),
+		in: newInputs(cfg.Fleet), dem: newDemand(cfg.Demand),
+	}
+	o.setDefaults()
+	o.handler = o.newHandler()
+	o.state.Store(&State{ID: cfg.ID, Clusters: []ClusterState{}, Engines: []EngineState{}, History: []HistoryPoint{}})
+	return o, nil
+}
+
+func (o *Optimizer) setDefaults() {
+	if o.log == nil {
+		o.log = slog.New(slog.DiscardHandler)
+	}
+	if o.now == nil {
+		o.now = time.Now
+	}
+	if o.prop == nil {
+		o.prop = otel.GetTextMapPropagator()
+	}
+	tp := o.deps.Tracer
+	if tp == nil {
+		tp = noop.NewTracerProvider()
+	}
+	o.tracer = tp.Tracer("github.com/ilb-router/ilb/services/optimizer")
+	if o.health == nil {
+		o.health = run.NewHealth()
+	}
+}
+
+// State returns what the optimizer last did. Safe for concurrent use.
+func (o *Optimizer) State() *State { return o.state.Load() }
+
+// Trigger asks for a solve as soon as the minimum interval allows. Calls
+// coalesce: many triggers before the solve cause one solve.
+func (o *Optimizer) Trigger() {
+	select {
+	case o.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// Handler serves GET /v1/optimizer (the State as JSON), GET /healthz and,
+// when Deps.Metrics is set, GET /metrics.
+func (o *Optimizer) Handler() http.Handler { return o.handler }
+
+func (o *Optimizer) newHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/optimizer", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(o.State())
+	})
+	mux.Handle("GET /healthz", o.health)
+	if o.deps.Metrics != nil {
+		mux.Handle("GET /metrics", o.deps.Metrics)
+	}
+	return mux
+}
+
+// Run opens the weights bucket (waiting for NATS), then consumes
+// features and profiles, keeps the leader lease, and solves and publishes
+// until ctx ends (it returns nil) or a part fails.
+func (o *Optimizer) Run(ctx context.Context) error {
+	switch {
+	case o.deps.JetStream == nil:
+		return errors.New("optimizer: no JetStream connection")
+	case o.deps.Kafka == nil:
+		return errors.New("optimizer: no Kafka configuration")
+	}
+	if err := o.open(ctx); err != nil {
+		return err
+	}
+	var g run.Group
+	g.Add("features", func(ctx context.Context) error {
+		return o.consume(ctx, o.cfg.FeaturesTopic, featuresStart(o.cfg.FeatureBacklogRecords), o.decodeFeatures)
+	})
+	g.Add("profiles", func(ctx context.Context) error {
+		return o.consume(ctx, o.cfg.ProfilesTopic, profilesStart(), o.decodeProfiles)
+	})
+	if o.cfg.LeaseDuration > 0 {
+		g.Add("lease", o.runLease)
+	}
+	g.Add("solve", o.loop)
+	return g.Run(ctx)
+}
+
+// open creates (or updates) the weights bucket and loads the snapshots
+// the data planes serve, retrying with backoff while NATS is unreachable.
+func (o *Optimizer) open(ctx context.Context) error {
+	pause := 100 * time.Millisecond
+	for {
+		err := o.tryOpen(ctx)
+		if err == nil {
+			o.health.Set("optimizer bucket", true)
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		o.log.Warn("optimizer: weights bucket not ready; retrying", "bucket", o.cfg.Bucket, "err", err, "in", pause)
+		o.health.Set("optimizer bucket", false)
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		pause = min(2*pause, 5*time.Second)
+	}
+}
+
+func (o *Optimizer) tryOpen(ctx context.Context) error {
+	if _, err := EnsureWeightsBucket(ctx, o.deps.JetStream, o.cfg.Bucket, o.cfg.BucketReplicas); err != nil {
+		return err
+	}
+	pub, err := NewPublisher(ctx, o.deps.JetStream, PublisherConfig{Bucket: o.cfg.Bucket, ID: o.cfg.ID, Now: o.now, Propagator: o.prop})
+	if err != nil {
+		return err
+	}
+	o.pub = pub
+	return o.sync(ctx)
+}
+
+// leading reports whether this instance may publish now.
+func (o *Optimizer) leading() bool {
+	if o.cfg.LeaseDuration == 0 {
+		return true
+	}
+	return o.now().UnixNano() < o.leaderUntil.Load()
+}

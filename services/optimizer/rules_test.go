@@ -1,0 +1,253 @@
+package optimizer
+
+import (
+	"math"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ilb-router/ilb/schemas"
+	"github.com/ilb-router/ilb/solver/optimize"
+)
+
+func TestScheduleDue(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	s := schedule{minGap: 2 * time.Second, maxGap: 30 * time.Second, settle: 200 * time.Millisecond}
+	s.markDirty(at(0))
+	if got := s.due(); !got.Equal(at(200)) {
+		t.Fatalf("first solve due %v, want settle after the first trigger", got.Sub(t0))
+	}
+	s.solved(at(200))
+	if got := s.due(); !got.Equal(at(30200)) {
+		t.Fatalf("idle: due %v, want max interval after the solve", got.Sub(t0))
+	}
+	s.markDirty(at(500))
+	s.markDirty(at(1500)) // coalesced into the first
+	if got := s.due(); !got.Equal(at(2200)) {
+		t.Fatalf("triggered soon after a solve: due %v, want min interval after it", got.Sub(t0))
+	}
+	s.solved(at(2200))
+	s.markDirty(at(9000))
+	if got := s.due(); !got.Equal(at(9200)) {
+		t.Fatalf("triggered long after a solve: due %v, want settle after the trigger", got.Sub(t0))
+	}
+}
+
+func TestDerateRules(t *testing.T) {
+	f := schemas.ExampleFleet()
+	cfg := DefaultConfig(f).Derate
+	const eng = "east-h100-0"
+	for _, c := range []struct {
+		name   string
+		row    func(r *schemas.Feature)
+		factor float64
+		reason string
+	}{
+		{"healthy", func(r *schemas.Feature) {}, 1, ""},
+		{"unhealthy", func(r *schemas.Feature) { r.Healthy = false }, 0, derateUnhealthy},
+		{"no ready replica", func(r *schemas.Feature) { r.ReadyReplicas = 0 }, 0, derateNoReady},
+		{"no status in window", func(r *schemas.Feature) { r.StatusEvents, r.Healthy, r.ReadyReplicas = 0, false, 0 }, 1, ""},
+		{"error rate 30%", func(r *schemas.Feature) { r.Errors, r.ErrorRate = 30, 0.3 }, 0.7, derateErrors},
+		{"error rate 2% among error-free peers", func(r *schemas.Feature) { r.Errors, r.ErrorRate = 2, 0.02 }, 1, ""},
+		{"error rate 8% among error-free peers", func(r *schemas.Feature) { r.Errors, r.ErrorRate = 8, 0.08 }, 0.92, derateErrors},
+		{"silent", func(r *schemas.Feature) {
+			r.WindowStartUnixNano -= int64(2 * time.Minute)
+			r.WindowEndUnixNano -= int64(2 * time.Minute)
+		}, 0, derateSilent},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			in := newInputs(f)
+			rows := []schemas.Feature{}
+			for _, e := range f.Engines {
+				r := engineRow(20, e.Name, 1)
+				r.Requests = 100
+				if e.Name == eng {
+					c.row(&r)
+				}
+				rows = append(rows, r)
+			}
+			in.addFeatures(rows)
+			caps := derate(cfg, in, 1000)
+			got := caps[slices.IndexFunc(caps, func(c engineCap) bool { return c.fleet.Name == eng })]
+			if math.Abs(got.factor-c.factor) > 1e-12 {
+				t.Errorf("factor %v, want %v (reasons %v)", got.factor, c.factor, got.reasons)
+			}
+			if want := c.reason; (want == "") != (len(got.reasons) == 0) || (want != "" && got.reasons[0] != want) {
+				t.Errorf("reasons %v, want %q", got.reasons, want)
+			}
+		})
+	}
+}
+
+func TestDerateReplicas(t *testing.T) {
+	f := schemas.ExampleFleet()
+	f.Engines[0].Replicas = 4
+	in := newInputs(f)
+	r := engineRow(3, f.Engines[0].Name, 1)
+	r.ReadyReplicas = 3
+	in.addFeatures([]schemas.Feature{r})
+	c := derate(DefaultConfig(f).Derate, in, 1000)[0]
+	if c.factor != 0.75 || !slices.Equal(c.reasons, []string{derateReplicas}) {
+		t.Fatalf("3 of 4 replicas ready: factor %v reasons %v, want 0.75 [replicas]", c.factor, c.reasons)
+	}
+	if want := 0.75 * c.profile.engine.CapacityRps; c.capacity() != want {
+		t.Fatalf("capacity %v, want %v", c.capacity(), want)
+	}
+}
+
+func TestInputsKeepLatest(t *testing.T) {
+	f := schemas.ExampleFleet()
+	in := newInputs(f)
+	if !in.addFeatures([]schemas.Feature{engineRow(5, "eu-h100-0", 2)}) {
+		t.Fatal("first row: not kept")
+	}
+	if in.addFeatures([]schemas.Feature{engineRow(5, "eu-h100-0", 3)}) {
+		t.Error("a window re-emitted (same end) must change nothing")
+	}
+	if in.addFeatures([]schemas.Feature{engineRow(4, "eu-h100-0", 3)}) {
+		t.Error("an older window must change nothing")
+	}
+	bad := engineRow(6, "eu-h100-0", 1)
+	bad.ErrorRate = 2
+	in.addFeatures([]schemas.Feature{bad, engineRow(6, "no-such-engine", 1), pairRow(6, "no-such-cluster", "eu-h100-0", 1)})
+	if in.rejected[rejectInvalid] != 1 || in.rejected[rejectUnknown] != 2 {
+		t.Errorf("rejected %v, want 1 invalid and 2 unknown", in.rejected)
+	}
+	if in.engines["eu-h100-0"].ArrivalRPS != 2 {
+		t.Errorf("kept row has %v rps, want the first window-5 row", in.engines["eu-h100-0"].ArrivalRPS)
+	}
+}
+
+func TestDemandEstimate(t *testing.T) {
+	f := schemas.ExampleFleet()
+	in := newInputs(f)
+	d := newDemand(DefaultConfig(f).Demand)
+	if got := d.rps("fe-east", 7); got != 7 {
+		t.Fatalf("before any window: %v, want the prior", got)
+	}
+	in.addFeatures([]schemas.Feature{pairRow(1, "fe-east", "east-h100-0", 3), pairRow(1, "fe-east", "east-a100-0", 1)})
+	d.update(in, nil)
+	if got := d.rps("fe-east", 7); got != 4 {
+		t.Fatalf("first window: %v rps, want the observation 4", got)
+	}
+	// fe-east shed 20% in window 2: 4 rps served means 5 demanded.
+	in.addFeatures([]schemas.Feature{pairRow(2, "fe-east", "east-h100-0", 4)})
+	d.update(in, map[string]float64{"fe-east": 0.2})
+	if got := d.rps("fe-east", 7); math.Abs(got-(0.5*5+0.5*4)) > 1e-12 {
+		t.Fatalf("second window: %v rps, want EWMA of 5 (shed-corrected) and 4", got)
+	}
+	d.update(in, map[string]float64{"fe-east": 0.2}) // same window again: no change
+	if got := d.rps("fe-east", 7); math.Abs(got-4.5) > 1e-12 {
+		t.Fatalf("a window folded in twice: %v", got)
+	}
+	// Window 3 has no row for the (fe-east, east-a100-0) pair that window 1
+	// had: the stale pair must not count.
+	in.addFeatures([]schemas.Feature{pairRow(3, "fe-east", "east-h100-0", 4.5)})
+	d.update(in, nil)
+	if got := d.rps("fe-east", 7); math.Abs(got-4.5) > 1e-12 {
+		t.Fatalf("third window: %v rps, want 4.5", got)
+	}
+	// Shedding everything: the correction is capped, not infinite.
+	in.addFeatures([]schemas.Feature{pairRow(4, "fe-east", "east-h100-0", 1)})
+	d.update(in, map[string]float64{"fe-east": 1})
+	if got := d.observed["fe-east"]; math.Abs(got-10) > 1e-9 {
+		t.Fatalf("all shed: raw demand %v, want 1/(1-0.9) = 10", got)
+	}
+}
+
+func TestPriorDemand(t *testing.T) {
+	f := schemas.ExampleFleet()
+	caps := derate(DefaultConfig(f).Derate, newInputs(f), 1000)
+	got := priorDemand(f, caps, 0.5)
+	if math.Abs(got["fe-east"]-12*0.45) > 1e-9 || math.Abs(got["fe-eu"]-12*0.25) > 1e-9 {
+		t.Fatalf("prior demand %v, want total_demand_rps 12 split by shares", got)
+	}
+	f.TotalDemandRPS = 0
+	got = priorDemand(f, caps, 0.5)
+	total := 0.0
+	for _, c := range caps {
+		total += c.capacity() * f.MaxUtilization
+	}
+	if math.Abs(got["fe-west"]-0.5*total*0.3) > 1e-9 {
+		t.Fatalf("prior demand without total_demand_rps: %v, want half the capped capacity by share", got)
+	}
+}
+
+func TestBuildProblemEligibility(t *testing.T) {
+	f := schemas.ExampleFleet()
+	in := newInputs(f)
+	rows := []schemas.Feature{}
+	for _, e := range f.Engines {
+		r := engineRow(1, e.Name, 1)
+		if e.Name == "east-a100-0" {
+			r.Healthy = false
+		}
+		rows = append(rows, r)
+	}
+	in.addFeatures(rows)
+	caps := derate(DefaultConfig(f).Derate, in, 1000)
+	p, err := buildProblem(f, caps, map[string]float64{"fe-east": 1, "fe-west": 1, "fe-eu": 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(p.Eligible["fe-eu"], []string{"eu-a100-0", "eu-h100-0"}) {
+		t.Errorf("fe-eu (residency eu) may use %v, want only the eu engines", p.Eligible["fe-eu"])
+	}
+	if slices.Contains(p.Eligible["fe-east"], "east-a100-0") || len(p.Engines) != 5 {
+		t.Errorf("an unhealthy engine is in the problem: %v", p.Eligible["fe-east"])
+	}
+	if got := p.NetworkMs["fe-west"]["east-h100-0"]; got != 72 {
+		t.Errorf("network fe-west -> east-h100-0 = %v, want 72 (west-us -> east-us)", got)
+	}
+	all := derate(DefaultConfig(f).Derate, in, 1000)
+	for i := range all {
+		all[i].factor = 0
+	}
+	if _, err := buildProblem(f, all, nil); err != errNoEngine {
+		t.Errorf("every engine down: %v, want errNoEngine", err)
+	}
+}
+
+func TestCheckSolution(t *testing.T) {
+	p := &optimize.Problem{MeanOutputTokens: 200, MaxUtilization: 0.9, ShedPenaltyMs: 60000,
+		Clusters: []optimize.Cluster{{Name: "a", DemandRps: 10}},
+		Engines:  []optimize.Engine{{Name: "x", CapacityRps: 20}, {Name: "y", CapacityRps: 20}, {Name: "z", CapacityRps: 20}},
+		Eligible: map[string][]string{"a": {"x", "y"}}}
+	good := func() *optimize.Solution {
+		return &optimize.Solution{Weights: map[string]map[string]float64{"a": {"x": 0.6, "y": 0.3}},
+			ShedFraction: map[string]float64{"a": 0.1}, EngineLoadRps: map[string]float64{"x": 6, "y": 3}}
+	}
+	if err := checkSolution(p, good()); err != nil {
+		t.Fatalf("a good solution is rejected: %v", err)
+	}
+	for name, breakIt := range map[string]func(s *optimize.Solution){
+		"ineligible engine": func(s *optimize.Solution) { s.Weights["a"]["z"], s.Weights["a"]["x"] = 0.1, 0.5 },
+		"NaN weight":        func(s *optimize.Solution) { s.Weights["a"]["x"] = math.NaN() },
+		"sum not 1":         func(s *optimize.Solution) { s.Weights["a"]["x"] = 0.5 },
+		"negative":          func(s *optimize.Solution) { s.Weights["a"]["x"], s.Weights["a"]["y"] = -0.1, 1 },
+		"missing cluster":   func(s *optimize.Solution) { delete(s.Weights, "a") },
+		"overloaded engine": func(s *optimize.Solution) { s.EngineLoadRps["x"] = 18.5 },
+		"infinite shed":     func(s *optimize.Solution) { s.ShedFraction["a"] = math.Inf(1) },
+	} {
+		s := good()
+		breakIt(s)
+		if err := checkSolution(p, s); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestNormalize(t *testing.T) {
+	w, shed := normalize(map[string]float64{"a": 0.6000001, "b": 0.2999999, "c": 1e-9}, 0.1)
+	if _, ok := w["c"]; ok {
+		t.Error("a weight below the floor survived")
+	}
+	if sum := w["a"] + w["b"] + shed; math.Abs(sum-1) > 1e-15 {
+		t.Errorf("sum %v, want 1", sum)
+	}
+	w, shed = normalize(map[string]float64{}, 0.2)
+	if len(w) != 0 || shed != 1 {
+		t.Errorf("no weight left: %v shed %v, want all shed", w, shed)
+	}
+}

@@ -1,0 +1,168 @@
+package optimizer
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"time"
+
+	"github.com/ilb-router/ilb/schemas"
+	"github.com/ilb-router/ilb/solver/optimize"
+	"github.com/ilb-router/ilb/solver/sched"
+)
+
+// solveResult is one solve: its inputs, the solver's answer and what each
+// cluster would be published.
+type solveResult struct {
+	at       time.Time
+	problem  *optimize.Problem
+	sol      *optimize.Solution
+	caps     []engineCap
+	demand   map[string]float64 // what the problem used (0 for idle clusters)
+	observed map[string]float64
+	plans    []plan // fleet cluster order
+	digest   string
+	solveMs  float64
+}
+
+// solve estimates demand, derates capacity, builds the problem, solves it
+// from the previous solution and checks the result. It reads the bucket
+// state in o.prev but changes nothing there.
+func (o *Optimizer) solve(at time.Time) (*solveResult, error) {
+	f := o.cfg.Fleet
+	o.dem.update(o.in, o.prev.shed())
+	caps := derate(o.cfg.Derate, o.in, o.cfg.MeanPromptTokens)
+	prior := priorDemand(f, caps, o.cfg.Demand.PriorLoad)
+	dem := make(map[string]float64, len(f.Clusters))
+	idle := map[string]bool{}
+	for _, c := range f.Clusters {
+		d := o.dem.rps(c.Name, prior[c.Name])
+		if d < o.cfg.Demand.MinRPS {
+			d, idle[c.Name] = 0, true
+		}
+		dem[c.Name] = d
+	}
+	p, err := buildProblem(f, caps, dem)
+	if err != nil {
+		return nil, err
+	}
+	sol, err := optimize.Solve(p, optimize.Options{
+		Previous: o.prev.solution, ChurnMs: o.cfg.ChurnMs,
+		Tolerance: o.cfg.Tolerance, MaxNewtonSteps: o.cfg.MaxNewtonSteps,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("optimizer: solve: %w", err)
+	}
+	if err := checkSolution(p, sol); err != nil {
+		return nil, err
+	}
+	plans, err := o.plans(p, sol, idle)
+	if err != nil {
+		return nil, err
+	}
+	return &solveResult{at: at, problem: p, sol: sol, caps: caps, demand: dem,
+		observed: maps.Clone(o.dem.observed), plans: plans, digest: digest(p)}, nil
+}
+
+// plans turns the solution into each cluster's weights and table. An idle
+// cluster keeps its previous weights (on engines it may still use), so its
+// conversations keep their engines until traffic returns.
+func (o *Optimizer) plans(p *optimize.Problem, sol *optimize.Solution, idle map[string]bool) ([]plan, error) {
+	out := make([]plan, 0, len(p.Clusters))
+	for _, c := range p.Clusters {
+		pl := plan{cluster: c.Name}
+		pl.weights, pl.shed = normalize(sol.Weights[c.Name], sol.ShedFraction[c.Name])
+		if idle[c.Name] {
+			if w, shed, ok := o.prev.keep(c.Name, p.Eligible[c.Name]); ok {
+				pl.weights, pl.shed, pl.kept = w, shed, true
+			}
+		}
+		t, err := buildTable(o.prev.tables[c.Name], pl.weights)
+		if err != nil {
+			return nil, fmt.Errorf("%w: cluster %s: table: %w", errRejected, c.Name, err)
+		}
+		pl.table = t
+		out = append(out, pl)
+	}
+	return out, nil
+}
+
+// snapshots returns the snapshot of every plan, without version and time
+// (the publisher sets them).
+func (r *solveResult) snapshots() []*schemas.Snapshot {
+	out := make([]*schemas.Snapshot, 0, len(r.plans))
+	for _, pl := range r.plans {
+		s := &schemas.Snapshot{Cluster: pl.cluster, Weights: pl.weights, ShedFraction: pl.shed, InputsDigest: r.digest}
+		if pl.table != nil {
+			slots, engines, enc, data := pl.table.Encode()
+			s.Table = &schemas.SnapshotTable{Slots: slots, Encoding: enc, Engines: engines, Data: data}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// shed returns the shed fraction of every published cluster: what was in
+// force while the latest windows were observed.
+func (p *published) shed() map[string]float64 {
+	out := make(map[string]float64, len(p.snaps))
+	for c, s := range p.snaps {
+		out[c] = s.ShedFraction
+	}
+	return out
+}
+
+// keep returns the previous weights of cluster restricted to the engines
+// it may use now, rescaled to sum to 1 − the previous shed fraction.
+func (p *published) keep(cluster string, eligible []string) (map[string]float64, float64, bool) {
+	s, ok := p.snaps[cluster]
+	if !ok || s.ShedFraction >= 1 {
+		return nil, 0, false
+	}
+	w := map[string]float64{}
+	for _, e := range eligible {
+		if v := s.Weights[e]; v > 0 {
+			w[e] = v
+		}
+	}
+	if len(w) == 0 {
+		return nil, 0, false
+	}
+	w, shed := normalize(w, s.ShedFraction)
+	return w, shed, true
+}
+
+// changeFrom is the largest, over clusters, total variation distance
+// between r's weights (shed counted as one more weight) and the published
+// ones; 1 when a cluster has no published snapshot.
+func (r *solveResult) changeFrom(p *published) float64 {
+	worst := 0.0
+	for _, pl := range r.plans {
+		s, ok := p.snaps[pl.cluster]
+		if !ok {
+			return 1
+		}
+		tv := math.Abs(pl.shed-s.ShedFraction) + sched.TotalVariation(pl.weights, s.Weights)*2
+		worst = max(worst, tv/2)
+	}
+	return worst
+}
+
+// anchor is the previous solution the solver's churn term and warm start
+// use: the published weights and shed fractions, with the cluster prices
+// of the solve that made them when known.
+func anchor(snaps map[string]*schemas.Snapshot, prices map[string]float64) *optimize.Solution {
+	if len(snaps) == 0 {
+		return nil
+	}
+	s := &optimize.Solution{Weights: map[string]map[string]float64{}, ShedFraction: map[string]float64{},
+		ClusterPriceMs: map[string]float64{}}
+	for c, snap := range snaps {
+		s.Weights[c] = snap.Weights
+		s.ShedFraction[c] = snap.ShedFraction
+		if v, ok := prices[c]; ok {
+			s.ClusterPriceMs[c] = v
+		}
+	}
+	return s
+}

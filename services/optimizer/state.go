@@ -1,0 +1,130 @@
+package optimizer
+
+import (
+	"time"
+)
+
+// State is what the optimizer last did, for `ilb dev`'s page and
+// GET /v1/optimizer. A State is immutable once returned.
+type State struct {
+	ID     string `json:"id"`
+	Leader bool   `json:"leader"`
+	// Version is the fleet-wide version last published (by any instance,
+	// as far as this one knows); 0 before the first.
+	Version     uint64    `json:"version"`
+	PublishedAt time.Time `json:"published_at,omitzero"`
+	SolvedAt    time.Time `json:"solved_at,omitzero"`
+	SolveMs     float64   `json:"solve_ms"`
+	ObjectiveMs float64   `json:"objective_ms"`
+	Gap         float64   `json:"gap"`
+	// WeightChurn is the solver's mean total variation from the previous
+	// solution.
+	WeightChurn  float64        `json:"weight_churn"`
+	InputsDigest string         `json:"inputs_digest,omitempty"`
+	Clusters     []ClusterState `json:"clusters"`
+	Engines      []EngineState  `json:"engines"`
+	// History holds the last Config.HistoryLen published versions, oldest
+	// first.
+	History []HistoryPoint `json:"history"`
+
+	Solves    uint64 `json:"solves"`
+	Publishes uint64 `json:"publishes"`
+	Conflicts uint64 `json:"conflicts"`
+	Rejected  uint64 `json:"rejected"`
+	LastError string `json:"last_error,omitempty"`
+}
+
+// ClusterState is one cluster in the last solve.
+type ClusterState struct {
+	Name string `json:"name"`
+	// DemandRPS is the smoothed demand estimate the solve used;
+	// ObservedRPS the latest window's served traffic scaled up by the shed
+	// fraction then in force.
+	DemandRPS    float64            `json:"demand_rps"`
+	ObservedRPS  float64            `json:"observed_rps"`
+	ShedFraction float64            `json:"shed_fraction"`
+	Weights      map[string]float64 `json:"weights"`
+	// Kept is true when the cluster was idle and kept its previous weights.
+	Kept bool `json:"kept,omitempty"`
+}
+
+// EngineState is one engine in the last solve.
+type EngineState struct {
+	Name   string `json:"name"`
+	Region string `json:"region"`
+	SKU    string `json:"sku"`
+	// Profile says where the latency profile came from: fitted, sku or
+	// prior.
+	Profile         string  `json:"profile"`
+	BaseCapacityRPS float64 `json:"base_capacity_rps"`
+	// CapacityRPS is after derating; Derate lists why it is lower.
+	CapacityRPS float64  `json:"capacity_rps"`
+	Derate      []string `json:"derate,omitempty"`
+	LoadRPS     float64  `json:"load_rps"`
+	// Utilization is LoadRPS / CapacityRPS (0 without capacity).
+	Utilization float64 `json:"utilization"`
+}
+
+// HistoryPoint is one published version.
+type HistoryPoint struct {
+	Version      uint64                        `json:"version"`
+	Time         time.Time                     `json:"time"`
+	Weights      map[string]map[string]float64 `json:"weights"`
+	ShedFraction map[string]float64            `json:"shed_fraction"`
+	DemandRPS    map[string]float64            `json:"demand_rps"`
+}
+
+// appendHistory returns h with p appended, keeping at most n points. It
+// copies, so States already handed out keep their own slice.
+func appendHistory(h []HistoryPoint, p HistoryPoint, n int) []HistoryPoint {
+	start := max(0, len(h)+1-n)
+	out := make([]HistoryPoint, 0, len(h)-start+1)
+	out = append(out, h[start:]...)
+	return append(out, p)
+}
+
+// storeState publishes a new State built from the loop's own fields.
+func (o *Optimizer) storeState() {
+	st := &State{
+		ID: o.cfg.ID, Leader: o.leading(), Version: o.prev.version, PublishedAt: o.prev.at,
+		History: o.history, Solves: o.counts.Solves, Publishes: o.counts.Publishes,
+		Conflicts: o.counts.Conflicts, Rejected: o.counts.Rejected, LastError: o.counts.LastError,
+		Clusters: []ClusterState{}, Engines: []EngineState{},
+	}
+	if st.History == nil {
+		st.History = []HistoryPoint{}
+	}
+	if o.deps.NATS != nil {
+		o.health.Set("optimizer nats", o.deps.NATS.IsConnected())
+	}
+	if r := o.lastSolve; r != nil {
+		st.SolvedAt, st.SolveMs, st.InputsDigest = r.at, r.solveMs, r.digest
+		st.ObjectiveMs, st.Gap, st.WeightChurn = r.sol.ObjectiveMs, r.sol.Gap, r.sol.WeightChurn
+		st.Clusters = clusterStates(r)
+		st.Engines = engineStates(r)
+	}
+	o.state.Store(st)
+}
+
+func clusterStates(r *solveResult) []ClusterState {
+	out := make([]ClusterState, 0, len(r.plans))
+	for _, pl := range r.plans {
+		out = append(out, ClusterState{Name: pl.cluster, DemandRPS: r.demand[pl.cluster],
+			ObservedRPS: r.observed[pl.cluster], ShedFraction: pl.shed, Weights: pl.weights, Kept: pl.kept})
+	}
+	return out
+}
+
+func engineStates(r *solveResult) []EngineState {
+	out := make([]EngineState, 0, len(r.caps))
+	for _, c := range r.caps {
+		e := EngineState{Name: c.fleet.Name, Region: c.fleet.Region, SKU: c.fleet.SKU, Profile: c.profile.source,
+			BaseCapacityRPS: c.profile.engine.CapacityRps, CapacityRPS: c.capacity(), Derate: c.reasons,
+			LoadRPS: r.sol.EngineLoadRps[c.fleet.Name]}
+		if e.CapacityRPS > 0 {
+			e.Utilization = e.LoadRPS / e.CapacityRPS
+		}
+		out = append(out, e)
+	}
+	return out
+}

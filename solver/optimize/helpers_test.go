@@ -1,0 +1,67 @@
+package optimize
+
+import (
+	"math"
+	"testing"
+)
+
+// checkFeasible asserts that sol obeys every constraint of p and that its
+// objective is what its weights cost, up to a relative tolerance.
+func checkFeasible(t testing.TB, p *Problem, sol *Solution, tol float64) {
+	t.Helper()
+	load := map[string]float64{}
+	total, cost := 0.0, 0.0
+	for _, cl := range p.Clusters {
+		shed := sol.ShedFraction[cl.Name]
+		if !(shed >= -tol && shed <= 1+tol) {
+			t.Errorf("cluster %s: shed fraction %v", cl.Name, shed)
+		}
+		sum := shed
+		elig, restricted := p.Eligible[cl.Name]
+		for e, w := range sol.Weights[cl.Name] {
+			n, ok := p.NetworkMs[cl.Name][e]
+			if !ok || (restricted && !contains(elig, e)) {
+				t.Errorf("cluster %s sends %v to %s, which it may not use", cl.Name, w, e)
+			}
+			if !(w > 0) {
+				t.Errorf("cluster %s: weight %v on %s", cl.Name, w, e)
+			}
+			sum += w
+			load[e] += w * cl.DemandRps
+			cost += w * cl.DemandRps * n
+		}
+		if math.Abs(sum-1) > tol {
+			t.Errorf("cluster %s: weights and shed sum to %v", cl.Name, sum)
+		}
+		total += cl.DemandRps
+		cost += shed * cl.DemandRps * p.ShedPenaltyMs
+	}
+	for _, e := range p.Engines {
+		l := sol.EngineLoadRps[e.Name]
+		if math.Abs(l-load[e.Name]) > tol*max(1, l) {
+			t.Errorf("engine %s: load %v, weights give %v", e.Name, l, load[e.Name])
+		}
+		if l > e.CapacityRps*p.MaxUtilization*(1+tol) {
+			t.Errorf("engine %s: load %v above cap %v", e.Name, l, e.CapacityRps*p.MaxUtilization)
+		}
+		f := newEngineCost(e, p.MeanOutputTokens, p.MaxUtilization)
+		cost += f.cost(load[e.Name])
+	}
+	if total > 0 {
+		if got := cost / total; math.Abs(got-sol.ObjectiveMs) > tol*max(1, got) {
+			t.Errorf("objective %v, weights cost %v", sol.ObjectiveMs, got)
+		}
+	}
+	if sol.LowerBoundMs > sol.ObjectiveMs+sol.ChurnCostMs+tol*max(1, sol.ObjectiveMs) {
+		t.Errorf("lower bound %v above the objective %v", sol.LowerBoundMs, sol.ObjectiveMs)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,76 @@
+package optimize
+
+import "math"
+
+// nearLists keeps, per engine, the arcs whose b = π − n + y/w was within
+// nearMarginMs of the engine's price μ at a reference point. Until prices
+// move by more than half the margin from there, no other arc can carry
+// flow: an arc's b moves by at most the largest price change Δ, and so
+// does μ (an engine's price is monotone in every b of its arcs), so an arc
+// left out still has b ≤ μ − margin + 2Δ ≤ μ. Evaluations and the Hessian
+// then visit a few dozen arcs per engine instead of every cluster's.
+type nearLists struct {
+	valid bool
+	ref   []float64 // cluster prices at the reference point
+	start []int32   // engine e's arcs: slots[start[e]:start[e+1]]
+	slots []int32
+}
+
+// nearMarginMs is the width of the near lists.
+const nearMarginMs = 30.0
+
+// invalidateLists forgets the lists; the centre or κ changed.
+func (st *state) invalidateLists() { st.near.valid = false }
+
+// buildLists rebuilds the lists at the evaluated point p.
+func (st *state) buildLists(p *point) {
+	m, nl := st.m, &st.near
+	nl.ref = append(nl.ref[:0], p.pi...)
+	nl.start = append(nl.start[:0], 0)
+	nl.slots = nl.slots[:0]
+	for e := range m.ne {
+		floor := p.mu[e] - nearMarginMs
+		for k := m.eStart[e]; k < m.eStart[e+1]; k++ {
+			c := m.slotClu[k]
+			w := st.w[c]
+			if w == 0 {
+				continue
+			}
+			b := p.pi[c] - m.slotNet[k]
+			if y := st.y[k]; y != 0 {
+				b += y / w
+			}
+			if b > floor {
+				nl.slots = append(nl.slots, k)
+			}
+		}
+		nl.start = append(nl.start, int32(len(nl.slots)))
+	}
+	nl.valid = true
+}
+
+// listsCover reports whether the lists hold every arc within reach of
+// flowing at prices pi, with reach ms to spare.
+func (st *state) listsCover(pi []float64, reach float64) bool {
+	nl := &st.near
+	if !nl.valid {
+		return false
+	}
+	drift := 0.0
+	for c, v := range pi {
+		if st.w[c] > 0 {
+			drift = max(drift, math.Abs(v-nl.ref[c]))
+		}
+	}
+	return 2*drift+reach <= nearMarginMs
+}
+
+// engineSlots returns the slots an evaluation or Hessian of engine e must
+// visit: its near list when the lists cover, else all its arcs.
+func (st *state) engineSlots(e int, useLists bool) []int32 {
+	if useLists {
+		nl := &st.near
+		return nl.slots[nl.start[e]:nl.start[e+1]]
+	}
+	return st.m.engineSlotRange(e)
+}

@@ -1,0 +1,227 @@
+package optimize
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+)
+
+// Problem is one allocation problem, in the JSON form of `ilb solve`
+// (DESIGN.md). Units are in the field names: rps, ms, tokens.
+type Problem struct {
+	// MeanOutputTokens multiplies the time between output tokens.
+	MeanOutputTokens float64 `json:"mean_output_tokens"`
+	// MaxUtilization caps every engine's load at this fraction of its
+	// capacity; it lies in (0, 1).
+	MaxUtilization float64 `json:"max_utilization"`
+	// ShedPenaltyMs is the cost of refusing one request, in ms.
+	ShedPenaltyMs float64                       `json:"shed_penalty_ms"`
+	Clusters      []Cluster                     `json:"clusters"`
+	Engines       []Engine                      `json:"engines"`
+	NetworkMs     map[string]map[string]float64 `json:"network_ms"`
+	// Eligible, when it has cluster c, lists the only engines c may use.
+	Eligible map[string][]string `json:"eligible,omitempty"`
+}
+
+// Cluster is a front-end cluster and the traffic it sends.
+type Cluster struct {
+	Name      string  `json:"name"`
+	DemandRps float64 `json:"demand_rps"`
+}
+
+// Engine is one inference engine and its latency-versus-load profile.
+type Engine struct {
+	Name        string  `json:"name"`
+	CapacityRps float64 `json:"capacity_rps"`
+	TTFT        TTFT    `json:"ttft"`
+	TBOT        TBOT    `json:"tbot"`
+}
+
+// TTFT is time to first token: BaseMs + QueueMs·ρ/(1−ρ) at utilisation ρ.
+type TTFT struct {
+	BaseMs  float64 `json:"base_ms"`
+	QueueMs float64 `json:"queue_ms"`
+}
+
+// TBOT is time between output tokens: BaseMs + SlopeMs·ρ.
+type TBOT struct {
+	BaseMs  float64 `json:"base_ms"`
+	SlopeMs float64 `json:"slope_ms"`
+}
+
+// MaxValue bounds every number of a Problem, so that sums and products of
+// them stay far from overflow.
+const MaxValue = 1e12
+
+// ErrInvalid is wrapped by every error that Validate and ParseProblem
+// return for a malformed problem.
+var ErrInvalid = errors.New("invalid problem")
+
+func invalid(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, a...))
+}
+
+// ParseProblem decodes and validates a problem. It is strict: unknown
+// fields, trailing data and every violation Validate finds are errors with
+// a one-line reason.
+func ParseProblem(data []byte) (*Problem, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var p Problem
+	if err := dec.Decode(&p); err != nil {
+		return nil, invalid("bad JSON: %s", oneLine(err.Error()))
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, invalid("bad JSON: data after the problem object")
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
+
+// Validate reports the first thing wrong with p, or nil.
+func (p *Problem) Validate() error {
+	if err := checkNumber("mean_output_tokens", p.MeanOutputTokens); err != nil {
+		return err
+	}
+	if err := checkNumber("shed_penalty_ms", p.ShedPenaltyMs); err != nil {
+		return err
+	}
+	if p.ShedPenaltyMs == 0 {
+		return invalid("shed_penalty_ms must be > 0 (it is the cost in ms of refusing a request)")
+	}
+	if !(p.MaxUtilization > 0 && p.MaxUtilization < 1) {
+		return invalid("max_utilization is %v, want a number in (0, 1)", p.MaxUtilization)
+	}
+	if len(p.Clusters) == 0 {
+		return invalid("no clusters")
+	}
+	if len(p.Engines) == 0 {
+		return invalid("no engines")
+	}
+	clusters, err := p.validateClusters()
+	if err != nil {
+		return err
+	}
+	engines, err := p.validateEngines()
+	if err != nil {
+		return err
+	}
+	if err := p.validateNetwork(clusters, engines); err != nil {
+		return err
+	}
+	return p.validateEligible(clusters, engines)
+}
+
+func checkNumber(what string, v float64) error {
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		return invalid("%s is not a finite number", what)
+	case v < 0:
+		return invalid("%s is negative (%v)", what, v)
+	case v > MaxValue:
+		return invalid("%s is %v, above the limit %v", what, v, MaxValue)
+	}
+	return nil
+}
+
+func (p *Problem) validateClusters() (map[string]bool, error) {
+	seen := make(map[string]bool, len(p.Clusters))
+	for i, c := range p.Clusters {
+		if c.Name == "" {
+			return nil, invalid("clusters[%d] has no name", i)
+		}
+		if seen[c.Name] {
+			return nil, invalid("duplicate cluster name %q", c.Name)
+		}
+		seen[c.Name] = true
+		if err := checkNumber(fmt.Sprintf("cluster %q demand_rps", c.Name), c.DemandRps); err != nil {
+			return nil, err
+		}
+	}
+	return seen, nil
+}
+
+func (p *Problem) validateEngines() (map[string]bool, error) {
+	seen := make(map[string]bool, len(p.Engines))
+	for i, e := range p.Engines {
+		if e.Name == "" {
+			return nil, invalid("engines[%d] has no name", i)
+		}
+		if seen[e.Name] {
+			return nil, invalid("duplicate engine name %q", e.Name)
+		}
+		seen[e.Name] = true
+		fields := []struct {
+			name string
+			v    float64
+		}{
+			{"capacity_rps", e.CapacityRps},
+			{"ttft.base_ms", e.TTFT.BaseMs}, {"ttft.queue_ms", e.TTFT.QueueMs},
+			{"tbot.base_ms", e.TBOT.BaseMs}, {"tbot.slope_ms", e.TBOT.SlopeMs},
+		}
+		for _, f := range fields {
+			if err := checkNumber(fmt.Sprintf("engine %q %s", e.Name, f.name), f.v); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return seen, nil
+}
+
+func (p *Problem) validateNetwork(clusters, engines map[string]bool) error {
+	// Keys are visited in sorted order so the first error reported does not
+	// depend on map order.
+	for _, c := range sortedKeys(p.NetworkMs) {
+		if !clusters[c] {
+			return invalid("network_ms: unknown cluster %q", c)
+		}
+		row := p.NetworkMs[c]
+		for e, v := range row {
+			if !engines[e] || !(v >= 0 && v <= MaxValue) {
+				return firstBadEntry(c, row, engines)
+			}
+		}
+	}
+	return nil
+}
+
+// firstBadEntry reports the first (in key order) bad entry of a row that
+// has one.
+func firstBadEntry(c string, row map[string]float64, engines map[string]bool) error {
+	for _, e := range sortedKeys(row) {
+		if !engines[e] {
+			return invalid("network_ms[%q]: unknown engine %q", c, e)
+		}
+		if v := row[e]; !(v >= 0 && v <= MaxValue) { // also true for NaN
+			return checkNumber(fmt.Sprintf("network_ms[%q][%q]", c, e), v)
+		}
+	}
+	return nil
+}
+
+func (p *Problem) validateEligible(clusters, engines map[string]bool) error {
+	for _, c := range sortedKeys(p.Eligible) {
+		if !clusters[c] {
+			return invalid("eligible: unknown cluster %q", c)
+		}
+		seen := make(map[string]bool, len(p.Eligible[c]))
+		for _, e := range p.Eligible[c] {
+			if !engines[e] {
+				return invalid("eligible[%q]: unknown engine %q", c, e)
+			}
+			if seen[e] {
+				return invalid("eligible[%q]: engine %q listed twice", c, e)
+			}
+			seen[e] = true
+		}
+	}
+	return nil
+}

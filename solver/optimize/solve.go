@@ -1,0 +1,184 @@
+package optimize
+
+import (
+	"fmt"
+	"math"
+)
+
+// Options tunes Solve. The zero value is not valid; start from
+// DefaultOptions.
+type Options struct {
+	// Previous is the last solution, used to warm-start (its weights and
+	// prices) and, with ChurnMs > 0, as the anchor of the churn term.
+	// Clusters and engines are matched by name; ones it lacks start cold.
+	Previous *Solution
+	// ChurnMs prices moving traffic away from Previous: the objective gains
+	// (ChurnMs/2)·‖w_c − w_prev,c‖² ms per request of each cluster c (the
+	// shed fraction counts as one more weight). Moving all of a cluster's
+	// traffic from one engine to another costs ChurnMs per request; a route
+	// Δ ms better per request wins at most a fraction Δ/(2·ChurnMs) of the
+	// cluster in one solve. 0 solves for the exact optimum.
+	ChurnMs float64
+	// Tolerance is the relative duality gap at which Solve stops.
+	Tolerance float64
+	// MaxNewtonSteps bounds the total work; Solve returns its best solution
+	// with an honest gap when it runs out.
+	MaxNewtonSteps int
+
+	trace func(format string, a ...any) // tests: progress lines
+}
+
+// DefaultOptions returns options for an exact, cold solve.
+func DefaultOptions() Options {
+	return Options{Tolerance: 1e-9, MaxNewtonSteps: 2000}
+}
+
+// Validate reports options Solve cannot use.
+func (o Options) Validate() error {
+	switch {
+	case !(o.ChurnMs >= 0) || math.IsInf(o.ChurnMs, 0):
+		return fmt.Errorf("optimize: ChurnMs %v is not a finite number ≥ 0", o.ChurnMs)
+	case !(o.Tolerance > 0 && o.Tolerance < 1):
+		return fmt.Errorf("optimize: Tolerance %v is not in (0, 1)", o.Tolerance)
+	case o.MaxNewtonSteps <= 0:
+		return fmt.Errorf("optimize: MaxNewtonSteps %d is not positive", o.MaxNewtonSteps)
+	}
+	return nil
+}
+
+// Solve finds the traffic split that minimises mean end-to-end latency, as
+// DESIGN.md's `ilb solve` states it, and returns it with a certificate: a
+// lower bound on the optimum from the dual, the relative gap to it, and the
+// KKT residual. It is deterministic: the same problem and options give a
+// bit-identical solution. SolveMs is left for the caller to fill.
+func Solve(p *Problem, opt Options) (*Solution, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if err := opt.Validate(); err != nil {
+		return nil, err
+	}
+	m := newModel(p)
+	st := newState(m)
+	st.trace = opt.trace
+	prev := warmStart(p, m, opt.Previous)
+	st.churn = opt.ChurnMs > 0 && prev != nil
+	st.start(prev)
+	var run runStats
+	if st.churn {
+		run = st.solveProximal(opt)
+	} else {
+		run = st.solveExact(opt)
+	}
+	return st.solution(p, prev, run), nil
+}
+
+// runStats is what the solve loop reports besides the flows.
+type runStats struct {
+	steps, rounds int
+	cert          certificate
+}
+
+// maxRounds bounds the proximal rounds of one solve.
+const maxRounds = 60
+
+// kappaStart and kappaFloor bound the proximal strengths of the exact
+// solve, in ms per request for moving a whole cluster. The first round
+// moves freely (the optimum differs from the start by far more than
+// kappaStart of latency); each round divides κ by 10, down to the floor.
+// kappaWarm starts a warm solve whose crossover from the previous
+// solution did not close. crossoverGap is the duality gap below which a
+// round's point is close enough for the crossover to close in a few
+// changes.
+const (
+	kappaStart   = 100.0
+	kappaWarm    = 10.0
+	kappaFloor   = 1e-2
+	crossoverGap = 1e-6
+)
+
+// solveExact runs the proximal point method: each round solves the
+// problem with a proximal term centred on the last flows, and the loop
+// stops when the duality gap of the original problem is at most the
+// tolerance. κ falls tenfold a round to kappaFloor, then stays: below it,
+// flows x = w·(b − μ) with w = d/κ amplify the rounding of prices beyond
+// what the certificate can resolve.
+func (st *state) solveExact(opt Options) runStats {
+	nw := newNewtonWork(st.m)
+	var run runStats
+	kappa := kappaStart
+	if st.warm {
+		kappa = kappaWarm
+	}
+	best := certificate{gap: math.Inf(1)}
+	if st.warm {
+		// The previous solution's forest is usually the optimum's, or a few
+		// changes from it: try the exact finish first.
+		if ct, ok := st.tryCrossover(st.centrePoint()); ok {
+			best = ct
+			if best.gap <= opt.Tolerance {
+				run.cert = best
+				return run
+			}
+		}
+	}
+	for run.rounds = 1; ; run.rounds++ {
+		st.setKappa(kappa)
+		// Rounds above the floor only steer: solve them loosely.
+		tol := 1e-12
+		if kappa > kappaFloor {
+			tol = min(1e-3, kappa*1e-4)
+		}
+		n := st.maximize(nw, tol, opt.MaxNewtonSteps-run.steps)
+		run.steps += n
+		ct := st.certifyExact()
+		st.tracef("round %d κ=%.3g: %d steps, residual %.3g, %d flows, gap %.3g", run.rounds, kappa, n, st.maxRelGrad(st.cur), len(st.cur.act), ct.gap)
+		if ct.gap < best.gap {
+			best = ct
+		}
+		// Close exactly when near: the crossover's flows obey the optimality
+		// conditions to rounding, while a point that merely meets the gap
+		// tolerance can have flows off by about its square root.
+		if ct.gap < crossoverGap {
+			if xt, ok := st.tryCrossover(st.cur); ok && (xt.gap <= opt.Tolerance || xt.gap < best.gap) {
+				best = xt
+				break
+			}
+		}
+		if best.gap <= opt.Tolerance || run.steps >= opt.MaxNewtonSteps || run.rounds >= maxRounds {
+			break
+		}
+		st.recentre()
+		kappa = max(kappa/10, kappaFloor)
+	}
+	run.cert = best
+	return run
+}
+
+// tryCrossover runs the crossover from point from and certifies its
+// result; the current point is left as it was.
+func (st *state) tryCrossover(from *point) (certificate, bool) {
+	p, ok := st.crossover(from, crossoverChanges)
+	st.tracef("crossover closed: %v", ok)
+	if !ok {
+		return certificate{}, false
+	}
+	saved := st.cur
+	st.cur = p
+	ct := st.certifyExact()
+	st.tracef("crossover certificate: gap %.3g kkt %.3g obj %.12g dual %.12g", ct.gap, ct.kkt, ct.obj, ct.dual)
+	st.cur = saved
+	return ct, true
+}
+
+// crossoverChanges bounds the forest changes of one crossover attempt.
+const crossoverChanges = 100
+
+// solveProximal solves the churn-regularised problem once, exactly: the
+// proximal centre is the previous solution and κ = ChurnMs.
+func (st *state) solveProximal(opt Options) runStats {
+	nw := newNewtonWork(st.m)
+	st.setKappa(opt.ChurnMs)
+	steps := st.maximize(nw, 1e-13, opt.MaxNewtonSteps)
+	return runStats{steps: steps, rounds: 1, cert: st.certifyProximal()}
+}

@@ -1,0 +1,263 @@
+package optimize
+
+import "math"
+
+// state is the proximally regularised problem
+//
+//	min  Σ x·n + Σ_e F_e(λ_e) + P·Σ s + Σ_c (κ/2d_c)·(‖x_c − y_c‖² + (s_c − ys_c)²)
+//	s.t. Σ_e x_ce + s_c = d_c,  x, s ≥ 0,  λ_e = Σ_c x_ce ≤ u_e
+//
+// and its dual over cluster prices π. For fixed π the Lagrangian separates
+// by engine (a one-dimensional root, solveEngine) and by cluster shed, so
+// the dual is smooth and concave with an explicit Hessian, maximised by
+// Newton's method (newton.go). Arc flows are x = w·max(0, b − μ_e) with
+// b = π_c − n + y/w and w = d_c/κ; an engine's evaluation skips, in one
+// pass, the arcs whose b is below a bound on its price, so only the few
+// arcs near the engine's price cost more than a comparison.
+type state struct {
+	m      *model
+	kappa  float64   // proximal strength, ms per request for moving all of a cluster
+	w      []float64 // per cluster: d_c/κ = 1/δ_c; 0 when d_c = 0
+	y      []float64 // per slot: proximal centre, rps
+	ys     []float64 // per cluster: shed proximal centre, rps
+	yConst float64   // Σ y²/2w over slots: the dual value's share from arcs without flow
+	warm   bool      // started from a previous solution
+	churn  bool      // the centre is the previous solution: κ is the churn price
+
+	// piLo, piHi bound the optimal prices for the current κ (priceBox).
+	piLo, piHi []float64
+
+	near  nearLists
+	trace func(format string, a ...any)
+
+	cur, trial *point
+	arcs       []engineArc // scratch
+	slots      []int32     // scratch
+}
+
+// point is the dual iterate π and everything the Lagrangian's minimiser
+// gives at it.
+type point struct {
+	pi       []float64 // per cluster price, ms
+	s        []float64 // per cluster shed, rps
+	lam      []float64 // per engine load, rps
+	mu       []float64 // per engine price, ms
+	grad     []float64 // per cluster d − s − Σx: the dual gradient
+	act      []int32   // slots with flow, by engine
+	actX     []float64 // their flows, rps
+	actStart []int32   // engine e's flows: act[actStart[e]:actStart[e+1]]
+	value    float64   // dual value
+}
+
+func newPoint(nc, ne int) *point {
+	return &point{
+		pi: make([]float64, nc), s: make([]float64, nc), grad: make([]float64, nc),
+		lam: make([]float64, ne), mu: make([]float64, ne), actStart: make([]int32, ne+1),
+	}
+}
+
+func newState(m *model) *state {
+	st := &state{
+		m:    m,
+		w:    make([]float64, m.nc),
+		y:    make([]float64, len(m.slotArc)),
+		ys:   make([]float64, m.nc),
+		piLo: make([]float64, m.nc),
+		piHi: make([]float64, m.nc),
+		cur:  newPoint(m.nc, m.ne),
+	}
+	st.trial = newPoint(m.nc, m.ne)
+	for e := range m.ne {
+		st.cur.mu[e] = m.eng[e].a
+	}
+	return st
+}
+
+// setKappa sets the proximal strength and what depends on it.
+func (st *state) setKappa(kappa float64) {
+	st.kappa = kappa
+	for c, d := range st.m.demand {
+		if d > 0 {
+			st.w[c] = d / kappa
+		}
+	}
+	st.priceBox()
+	st.sumCentre()
+	st.invalidateLists()
+}
+
+// sumCentre recomputes yConst.
+func (st *state) sumCentre() {
+	sum := 0.0
+	for k, y := range st.y {
+		if y != 0 {
+			sum += y * y / (2 * st.w[st.m.slotClu[k]])
+		}
+	}
+	st.yConst = sum
+}
+
+// priceBox bounds each cluster's optimal price. Every flow obeys
+// x = y + w·(π − n − μ) with y ≤ d, so y/w ≤ κ and μ ≥ F'(0) = a: below
+// min(n + a) − κ the cluster sends nothing, which cannot be optimal with
+// demand; and shed s = ys + w·(π − P) reaches d by π = P + κ.
+func (st *state) priceBox() {
+	m := st.m
+	for c, d := range m.demand {
+		if d == 0 {
+			continue
+		}
+		lo := m.penalty
+		a0, a1 := m.arcs(c)
+		for a := a0; a < a1; a++ {
+			lo = min(lo, m.arcNet[a]+m.eng[m.arcEng[a]].a)
+		}
+		st.piLo[c] = lo - st.kappa
+		st.piHi[c] = m.penalty + st.kappa
+	}
+}
+
+// evaluate fills p (whose pi is set) with the Lagrangian minimiser at p.pi,
+// the dual value and its gradient. from is a nearby point whose engine
+// loads and prices start the per-engine roots.
+func (st *state) evaluate(p, from *point) {
+	m := st.m
+	value := st.yConst
+	for c, d := range m.demand {
+		p.grad[c] = d
+		value += p.pi[c] * d
+	}
+	p.act, p.actX = p.act[:0], p.actX[:0]
+	useLists := st.listsCover(p.pi, 0)
+	for e := range m.ne {
+		p.actStart[e] = int32(len(p.act))
+		value += st.evaluateEngine(p, e, from.lam[e], from.mu[e], useLists)
+	}
+	p.actStart[m.ne] = int32(len(p.act))
+	for c, w := range st.w {
+		if w == 0 {
+			p.s[c] = 0
+			continue
+		}
+		s := max(0, st.ys[c]+w*(p.pi[c]-m.penalty))
+		p.s[c] = s
+		p.grad[c] -= s
+		ds := s - st.ys[c]
+		value += s*(m.penalty-p.pi[c]) + ds*ds/(2*w)
+	}
+	p.value = value
+}
+
+// evalMarginMs is how far below its last price an engine's first pass
+// looks for arcs; a price that falls further costs a second pass.
+const evalMarginMs = 1.0
+
+// evaluateEngine solves engine e's part of the Lagrangian at p.pi, appends
+// its flows to p and returns its value (less the yConst share).
+func (st *state) evaluateEngine(p *point, e int, warmL, warmMu float64, useLists bool) float64 {
+	m := st.m
+	f := &m.eng[e]
+	tau := max(f.a, warmMu-evalMarginMs)
+	var l, mu float64
+	for {
+		st.collect(p, st.engineSlots(e, useLists), tau)
+		l, mu = f.solveEngine(st.arcs, warmL)
+		if mu >= tau || tau <= f.a {
+			break
+		}
+		tau = max(f.a, mu) // flows reach below the first pass: look again
+	}
+	p.lam[e], p.mu[e] = l, mu
+	value, sum := 0.0, 0.0
+	for i, k := range st.slots {
+		a := st.arcs[i]
+		if a.b <= mu {
+			continue
+		}
+		x := a.w * (a.b - mu)
+		c := m.slotClu[k]
+		p.act = append(p.act, k)
+		p.actX = append(p.actX, x)
+		p.grad[c] -= x
+		y := st.y[k]
+		value += x*(m.slotNet[k]-p.pi[c]) + (x*x-2*x*y)/(2*a.w)
+		sum += x
+	}
+	if sum == 0 {
+		p.lam[e] = 0
+		return 0
+	}
+	return value + f.cost(sum)
+}
+
+// collect gathers the arcs among slots with b > tau into the scratch
+// slices.
+func (st *state) collect(p *point, slots []int32, tau float64) {
+	m := st.m
+	arcs, out := st.arcs[:0], st.slots[:0]
+	for _, k := range slots {
+		c := m.slotClu[k]
+		w := st.w[c]
+		if w == 0 {
+			continue
+		}
+		b := p.pi[c] - m.slotNet[k]
+		if y := st.y[k]; y != 0 {
+			b += y / w
+		}
+		if b > tau {
+			arcs = append(arcs, engineArc{b: b, w: w})
+			out = append(out, k)
+		}
+	}
+	st.arcs, st.slots = arcs, out
+}
+
+func (st *state) tracef(format string, a ...any) {
+	if st.trace != nil {
+		st.trace(format, a...)
+	}
+}
+
+// maxRelGrad is max over clusters of |d − s − Σx| / d.
+func (st *state) maxRelGrad(p *point) float64 {
+	r := 0.0
+	for c, d := range st.m.demand {
+		if d > 0 {
+			r = max(r, math.Abs(p.grad[c])/d)
+		}
+	}
+	return r
+}
+
+// centrePoint packs the proximal centre (the flows Solve started from) as
+// a point with the current prices, for the crossover.
+func (st *state) centrePoint() *point {
+	m := st.m
+	p := newPoint(m.nc, m.ne)
+	copy(p.pi, st.cur.pi)
+	copy(p.mu, st.cur.mu)
+	copy(p.s, st.ys)
+	for e := range m.ne {
+		p.actStart[e] = int32(len(p.act))
+		for k := m.eStart[e]; k < m.eStart[e+1]; k++ {
+			if y := st.y[k]; y > 0 {
+				p.act = append(p.act, k)
+				p.actX = append(p.actX, y)
+				p.lam[e] += y
+			}
+		}
+	}
+	p.actStart[m.ne] = int32(len(p.act))
+	return p
+}
+
+// recentre moves the proximal centre to the current flows.
+func (st *state) recentre() {
+	clear(st.y)
+	for i, k := range st.cur.act {
+		st.y[k] = st.cur.actX[i]
+	}
+	copy(st.ys, st.cur.s)
+	st.invalidateLists()
+}
