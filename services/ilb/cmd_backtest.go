@@ -1,11 +1,160 @@
 package main
 
-import "context"
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ilb-router/ilb/schemas"
+	"github.com/ilb-router/ilb/services/backtest"
+)
+
+// listFlag collects a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, " ") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+type backtestFlags struct {
+	fleet, trace, policy, format, jsonOut, report string
+	speed                                         float64
+	seed                                          uint64
+	duration                                      time.Duration
+	swings, fails                                 listFlag
+	skipBad, quiet                                bool
+	parallel                                      int
+}
 
 func cmdBacktest(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(e, "backtest", "[flags]", "Not built yet (issue #7).")
+	fs := newFlags(e, "backtest", "--fleet FILE --trace FILE [--policy P[,P...]] [flags]",
+		"Replays a request trace over a fleet under each routing policy, in virtual time (a discrete-event\n"+
+			"simulation of the engine model), and prints a table per policy. Policies: "+strings.Join(backtest.Policies, ", ")+".\n"+
+			"Trace formats: ilb CSV, Mooncake JSONL, Azure LLM inference CSV (detected, or --format).")
+	var f backtestFlags
+	fs.StringVar(&f.fleet, "fleet", "", "fleet file (YAML)")
+	fs.StringVar(&f.trace, "trace", "", "request trace file")
+	fs.StringVar(&f.policy, "policy", "all", "comma-separated policies, or all")
+	fs.StringVar(&f.format, "format", "auto", "trace format: auto, csv, mooncake or azure")
+	fs.Float64Var(&f.speed, "speed", 1, "divide every gap between arrivals by this")
+	fs.Uint64Var(&f.seed, "seed", 1, "seed of every random choice (same seed, same numbers)")
+	fs.StringVar(&f.jsonOut, "json", "", "write the results as JSON to this file")
+	fs.StringVar(&f.report, "report", "", "write an HTML report (index.html with charts) into this directory")
+	fs.DurationVar(&f.duration, "duration", 0, "replay only the requests arriving before this simulated time (0: all)")
+	fs.Var(&f.swings, "swing", "demand swing cluster=NAME,factor=X,from=DUR,to=DUR (repeatable)")
+	fs.Var(&f.fails, "fail", "engine failure engine=NAME,at=DUR[,for=DUR] (repeatable)")
+	fs.BoolVar(&f.skipBad, "skip-bad", false, "skip and count bad trace lines instead of failing")
+	fs.BoolVar(&f.quiet, "quiet", false, "no progress lines on stderr")
+	fs.IntVar(&f.parallel, "parallel", runtime.GOMAXPROCS(0), "policies simulated at once (results do not depend on it)")
 	if err := parseFlags(fs, e, args); err != nil {
 		return err
 	}
-	return notBuilt("backtest", 7)
+	cfg, tr, err := f.load(e)
+	if err != nil {
+		return err
+	}
+	b, err := backtest.New(cfg, tr)
+	if err != nil {
+		return badInput("%v", err)
+	}
+	sum := b.Summary()
+	if !f.quiet {
+		fmt.Fprintf(e.stderr, "backtest: %d requests, %d conversations, %.0f s of trace; policies %s\n",
+			sum.Requests, sum.Conversations, sum.DurationS, strings.Join(cfg.Policies, ", "))
+	}
+	res, err := b.Run(ctx)
+	if err != nil {
+		return err
+	}
+	printTable(e.stdout, res)
+	return f.write(e, res)
+}
+
+// load reads and checks everything the flags name; every problem is a
+// usage error (exit status 2).
+func (f *backtestFlags) load(e *env) (backtest.Config, *backtest.Trace, error) {
+	cfg := backtest.DefaultConfig()
+	if f.fleet == "" || f.trace == "" {
+		return cfg, nil, badInput("--fleet and --trace are required (see ilb backtest --help)")
+	}
+	policies, err := backtest.ParsePolicies(f.policy)
+	if err != nil {
+		return cfg, nil, badInput("--policy: %v", err)
+	}
+	format, err := backtest.ParseFormat(f.format)
+	if err != nil {
+		return cfg, nil, badInput("--format: %v", err)
+	}
+	fleet, err := schemas.LoadFleet(f.fleet)
+	if err != nil {
+		return cfg, nil, badInput("%v", err)
+	}
+	cfg.Fleet, cfg.Policies, cfg.Seed, cfg.Speed, cfg.Duration, cfg.Parallel = fleet, policies, f.seed, f.speed, f.duration, f.parallel
+	for _, s := range f.swings {
+		sw, err := backtest.ParseSwing(s)
+		if err != nil {
+			return cfg, nil, badInput("%v", err)
+		}
+		cfg.Swings = append(cfg.Swings, sw)
+	}
+	for _, s := range f.fails {
+		fl, err := backtest.ParseFailure(s)
+		if err != nil {
+			return cfg, nil, badInput("%v", err)
+		}
+		cfg.Failures = append(cfg.Failures, fl)
+	}
+	if !f.quiet {
+		cfg.Progress = e.stderr
+	}
+	tr, err := readTrace(e, f.trace, format, f.skipBad)
+	return cfg, tr, err
+}
+
+func readTrace(e *env, path string, format backtest.Format, skipBad bool) (*backtest.Trace, error) {
+	tr, err := backtest.ReadTraceFile(path, backtest.ReadOptions{Format: format, SkipBad: skipBad})
+	if err != nil {
+		return nil, badInput("%v", err)
+	}
+	if tr.Skipped > 0 {
+		fmt.Fprintf(e.stderr, "trace: skipped %d bad lines (first: %v)\n", tr.Skipped, tr.FirstError)
+	}
+	return tr, nil
+}
+
+func (f *backtestFlags) write(e *env, res *backtest.Result) error {
+	if f.jsonOut != "" {
+		data, err := json.MarshalIndent(res, "", "  ")
+		if err != nil {
+			return fmt.Errorf("json: %w", err)
+		}
+		if err := os.WriteFile(f.jsonOut, append(data, '\n'), 0o644); err != nil {
+			return fmt.Errorf("json: %w", err)
+		}
+	}
+	if f.report != "" {
+		if err := backtest.WriteReport(f.report, res); err != nil {
+			return err
+		}
+		if !f.quiet {
+			fmt.Fprintf(e.stderr, "backtest: report in %s/index.html\n", f.report)
+		}
+	}
+	return nil
+}
+
+func printTable(w io.Writer, res *backtest.Result) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "policy\tserved\tshed\tfailed\tttft p50\tp90\tp99 ms\te2e p50\tp99 ms\tcache hit\tmax util\tchurn\tmoved\twall s\t")
+	for _, p := range res.Policies {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.3f\t%.2f\t%.4f\t%.3f\t%.2f\t\n",
+			p.Policy, p.Served, p.Shed, p.Failed, p.TTFTMs.P50, p.TTFTMs.P90, p.TTFTMs.P99, p.E2EMs.P50, p.E2EMs.P99,
+			p.CacheHitRatio, p.MaxUtilization, p.WeightChurn, p.FollowupMovedRatio, p.WallS)
+	}
+	tw.Flush()
 }

@@ -1,0 +1,107 @@
+package backtest
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/ilb-router/ilb/schemas"
+)
+
+// Config is a backtest run. Build it with DefaultConfig and set Fleet.
+type Config struct {
+	Fleet    *schemas.Fleet
+	Policies []string // default: every policy
+	Seed     uint64
+	// Speed divides every gap between arrivals (2 replays twice as fast).
+	Speed float64
+	// Duration keeps the requests arriving before it (simulated time,
+	// after Speed); 0 keeps all.
+	Duration time.Duration
+	Swings   []Swing
+	Failures []Failure
+
+	// StatusInterval is how often engines report status (health, running,
+	// waiting, KV use), as the engine simulator does; routers learn health
+	// from it.
+	StatusInterval time.Duration
+	// ControlInterval is the controllers' cadence (pid, optimizer).
+	ControlInterval time.Duration
+	// Window and WindowHop shape the aggregator's feature windows.
+	Window, WindowHop time.Duration
+	// SeriesInterval is the step of the report's time series.
+	SeriesInterval time.Duration
+
+	Optimizer OptimizerConfig
+	PID       PIDConfig
+
+	// Parallel is how many policies are simulated at once.
+	Parallel int
+	// Progress, when set, receives a progress line per policy every
+	// ProgressInterval of wall time.
+	Progress         io.Writer
+	ProgressInterval time.Duration
+	// Clock is the wall clock, for progress and timing only (never for
+	// results). Nil means time.Now.
+	Clock func() time.Time
+}
+
+// DefaultConfig returns the production cadence: status every second,
+// controllers every 5 s over 10 s windows hopping by 5 s.
+func DefaultConfig() Config {
+	return Config{
+		Policies:         append([]string(nil), Policies...),
+		Seed:             1,
+		Speed:            1,
+		StatusInterval:   time.Second,
+		ControlInterval:  5 * time.Second,
+		Window:           10 * time.Second,
+		WindowHop:        5 * time.Second,
+		SeriesInterval:   10 * time.Second,
+		Optimizer:        DefaultOptimizerConfig(),
+		PID:              DefaultPIDConfig(),
+		Parallel:         1,
+		ProgressInterval: 2 * time.Second,
+	}
+}
+
+// ErrConfig is wrapped by every error Validate returns.
+var ErrConfig = errors.New("backtest: invalid config")
+
+// Validate reports the first problem with c.
+func (c *Config) Validate() error {
+	switch {
+	case c.Fleet == nil:
+		return fmt.Errorf("%w: no fleet", ErrConfig)
+	case len(c.Policies) == 0:
+		return fmt.Errorf("%w: no policy", ErrConfig)
+	case !(c.Speed > 0) || math.IsInf(c.Speed, 1) || c.Speed > 1e6:
+		return fmt.Errorf("%w: speed %v must be in (0, 1e6]", ErrConfig, c.Speed)
+	case c.Duration < 0 || c.Duration > maxDuration:
+		return fmt.Errorf("%w: duration %v must be in [0, %v]", ErrConfig, c.Duration, maxDuration)
+	case c.Parallel < 1:
+		return fmt.Errorf("%w: parallel %d must be at least 1", ErrConfig, c.Parallel)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"status interval", c.StatusInterval}, {"control interval", c.ControlInterval}, {"window", c.Window},
+		{"window hop", c.WindowHop}, {"series interval", c.SeriesInterval}} {
+		if d.v < time.Millisecond || d.v > time.Hour {
+			return fmt.Errorf("%w: %s %v must be in [1ms, 1h]", ErrConfig, d.name, d.v)
+		}
+	}
+	if c.Window%c.WindowHop != 0 {
+		return fmt.Errorf("%w: window %v is not a multiple of its hop %v", ErrConfig, c.Window, c.WindowHop)
+	}
+	if _, err := ParsePolicies(strings.Join(c.Policies, ",")); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if err := c.Optimizer.Validate(); err != nil {
+		return err
+	}
+	return c.PID.Validate()
+}

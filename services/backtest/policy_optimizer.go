@@ -1,0 +1,288 @@
+package backtest
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/ilb-router/ilb/schemas"
+	"github.com/ilb-router/ilb/solver/optimize"
+	"github.com/ilb-router/ilb/solver/regress"
+)
+
+// OptimizerConfig tunes the optimizer policy: what the optimizer service
+// and the data plane are configured with.
+type OptimizerConfig struct {
+	// ChurnMs is the solver's price of moving a cluster's whole traffic
+	// (optimize.Options.ChurnMs), anchored on the previous solution.
+	ChurnMs float64
+	// SpillFactor is the data plane's 1+ε for bounded-load spill of new
+	// conversations; +Inf turns it off.
+	SpillFactor float64
+	// DemandAlpha is the weight of the newest window in the demand EWMA;
+	// MaxShedCorrection caps the shed fraction served traffic is scaled up
+	// by (observed/(1 − shed)).
+	DemandAlpha       float64
+	MaxShedCorrection float64
+	// MinChange is the mean total variation of the clusters' weights (and
+	// shed) below which a new solution is not published, unless
+	// MaxInterval has passed since the last publish.
+	MinChange   float64
+	MaxInterval time.Duration
+	// ShapeAlpha is the weight of the newest control interval in the
+	// estimate of the mean request (prompt, output, cached share) that
+	// sizes the prior profiles.
+	ShapeAlpha float64
+	// FitWindows is how many recent windows of each engine the profile
+	// fits see; FitEvery how many control ticks pass between refits.
+	FitWindows int
+	FitEvery   int
+	// UseFits lets profile fits replace the prior; Regress is what a fit
+	// must satisfy to.
+	UseFits bool
+	Regress regress.Config
+	// InitialLoad is the fleet load, as a fraction of prior capacity, the
+	// first solution assumes before any demand has been observed.
+	InitialLoad float64
+}
+
+// DefaultOptimizerConfig returns the defaults of the optimizer service and
+// data plane (README.md).
+func DefaultOptimizerConfig() OptimizerConfig {
+	return OptimizerConfig{
+		ChurnMs: 500, SpillFactor: 1, DemandAlpha: 0.05, MaxShedCorrection: 0.9,
+		MinChange: 0.002, MaxInterval: 30 * time.Second, ShapeAlpha: 0.2,
+		FitWindows: 120, FitEvery: 6, UseFits: true, Regress: regress.DefaultConfig(), InitialLoad: 0.5,
+	}
+}
+
+// Validate reports the first problem with c.
+func (c OptimizerConfig) Validate() error {
+	switch {
+	case !(c.ChurnMs >= 0) || math.IsInf(c.ChurnMs, 1):
+		return fmt.Errorf("%w: optimizer churn %v ms must be finite and >= 0", ErrConfig, c.ChurnMs)
+	case !(c.SpillFactor >= 1):
+		return fmt.Errorf("%w: spill factor %v must be >= 1", ErrConfig, c.SpillFactor)
+	case !(c.DemandAlpha > 0 && c.DemandAlpha <= 1):
+		return fmt.Errorf("%w: demand alpha %v must be in (0, 1]", ErrConfig, c.DemandAlpha)
+	case !(c.MaxShedCorrection >= 0 && c.MaxShedCorrection < 1):
+		return fmt.Errorf("%w: max shed correction %v must be in [0, 1)", ErrConfig, c.MaxShedCorrection)
+	case !(c.ShapeAlpha > 0 && c.ShapeAlpha <= 1):
+		return fmt.Errorf("%w: shape alpha %v must be in (0, 1]", ErrConfig, c.ShapeAlpha)
+	case !(c.MinChange >= 0 && c.MinChange <= 1) || c.MaxInterval <= 0:
+		return fmt.Errorf("%w: min change %v must be in [0, 1] and max interval %v positive", ErrConfig, c.MinChange, c.MaxInterval)
+	case c.FitWindows < 1 || c.FitEvery < 1:
+		return fmt.Errorf("%w: fit windows %d and fit every %d must be positive", ErrConfig, c.FitWindows, c.FitEvery)
+	case !(c.InitialLoad > 0 && c.InitialLoad < 1):
+		return fmt.Errorf("%w: initial load %v must be in (0, 1)", ErrConfig, c.InitialLoad)
+	}
+	if err := c.Regress.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	return nil
+}
+
+// optimizerPolicy is ilb: the simulated signals go through the
+// aggregator's windows (streams/window) into per-engine feature history,
+// profile fits (solver/regress) replace the engine-model prior once they
+// pass, the solver (solver/optimize) runs on observed demand with the
+// previous solution as anchor, each cluster's table is updated with
+// minimal churn (solver/sched), and requests are picked with the data
+// plane's guardrails (tablePicker).
+type optimizerPolicy struct {
+	*tablePicker
+	cfg         OptimizerConfig
+	view        signalView
+	prev        *optimize.Solution
+	ticks       int
+	demand      []float64 // EWMA by cluster, rps; NaN before the first window
+	shape       shapeEstimate
+	hist        [][]regress.Point // by engine, the last FitWindows windows
+	fitted      []*regress.Profile
+	last        []*schemas.Feature // by engine: the latest row
+	solves      int
+	solveErrors int
+	seen        bool      // a window has been observed
+	inflight    []float64 // by engine: InFlight of its last window; NaN before
+	publishedNs int64     // when the current solution was published
+}
+
+func newOptimizerPolicy(s *sim) (*optimizerPolicy, error) {
+	if err := s.enableSignals(); err != nil {
+		return nil, err
+	}
+	ne, nc := len(s.fi.engines), len(s.fi.clusters)
+	p := &optimizerPolicy{
+		tablePicker: newTablePicker(s, s.cfg.Optimizer.SpillFactor),
+		cfg:         s.cfg.Optimizer,
+		demand:      make([]float64, nc),
+		hist:        make([][]regress.Point, ne),
+		fitted:      make([]*regress.Profile, ne),
+		last:        make([]*schemas.Feature, ne),
+		inflight:    make([]float64, ne),
+		shape:       shapeEstimate{alpha: s.cfg.Optimizer.ShapeAlpha, fallback: nominalShape(s.fi)},
+	}
+	s.observer = &p.shape
+	for e := range p.inflight {
+		p.inflight[e] = math.NaN()
+	}
+	caps := 0.0
+	for e, pr := range s.fi.params {
+		caps += priorEngine(s.fi.engines[e], pr, p.shape.get()).CapacityRps
+	}
+	for c := range p.demand {
+		p.demand[c] = p.cfg.InitialLoad * caps * s.fi.demand[c]
+	}
+	if err := p.solve(s); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// control runs the weight path once: new windows in, a solve, new tables.
+func (p *optimizerPolicy) control(s *sim) {
+	p.ticks++
+	wins := p.view.drain(s)
+	if len(wins) == 0 {
+		return // nothing new: production would not re-solve either
+	}
+	for _, w := range wins {
+		p.observe(s, w)
+	}
+	p.shape.roll()
+	if p.ticks%p.cfg.FitEvery == 0 {
+		p.refit(s)
+	}
+	p.rollShares()
+	if err := p.solve(s); err != nil {
+		// A failed solve publishes nothing: the data plane keeps the
+		// previous tables, as in production.
+		p.solveErrors++
+	}
+}
+
+// observe takes one window: latest engine state, fit history, demand.
+func (p *optimizerPolicy) observe(s *sim, w windowRows) {
+	for e, r := range w.engines {
+		if r == nil {
+			continue
+		}
+		p.last[e] = r
+		if r.Requests > r.Errors && r.Errors == 0 {
+			h := append(p.hist[e], regress.Point{LoadRPS: r.ArrivalRPS, TTFTMs: r.TTFTP50Ms, TBOTMs: r.TBOTP50Ms, Weight: float64(r.Requests)})
+			if len(h) > p.cfg.FitWindows {
+				h = h[len(h)-p.cfg.FitWindows:]
+			}
+			p.hist[e] = h
+		}
+	}
+	a := p.cfg.DemandAlpha
+	for c, d := range p.arrivals(s, w) {
+		d /= 1 - min(p.shed[c], p.cfg.MaxShedCorrection)
+		if !p.seen {
+			p.demand[c] = d // the first observation replaces the prior
+		} else {
+			p.demand[c] = a*d + (1-a)*p.demand[c]
+		}
+	}
+	p.seen = true
+}
+
+// arrivals estimates each cluster's admitted request rate in window w:
+// its completions per second, plus the growth of the requests queued or
+// running on each engine since the previous window (InFlight, from the
+// engines' status), shared among clusters as their completions on that
+// engine are. Completions alone stop at the engines' throughput: an
+// overloaded fleet whose queues grow would look exactly loaded and never
+// shed. Dividing by 1 − shed then gives the demand (shed requests never
+// reach an engine).
+func (p *optimizerPolicy) arrivals(s *sim, w windowRows) []float64 {
+	ne := len(s.fi.engines)
+	servedCE := make([]float64, len(s.fi.clusters)*ne)
+	servedE := make([]float64, ne)
+	for _, r := range w.pairs {
+		c, okc := s.fi.clusterIndex(r.Cluster)
+		e, oke := s.fi.engineIndex(r.Engine)
+		if okc && oke {
+			servedCE[c*ne+e] += r.ArrivalRPS
+			servedE[e] += r.ArrivalRPS
+		}
+	}
+	out := make([]float64, len(s.fi.clusters))
+	hop := s.cfg.WindowHop.Seconds()
+	for e, r := range w.engines {
+		var growth float64
+		if prev := p.inflight[e]; r != nil && r.StatusEvents > 0 && !math.IsNaN(prev) {
+			growth = (r.InFlight - prev) / hop
+		}
+		if r != nil && r.StatusEvents > 0 {
+			p.inflight[e] = r.InFlight
+		}
+		for c := range out {
+			out[c] += servedCE[c*ne+e]
+			if servedE[e] > 0 {
+				out[c] += growth * servedCE[c*ne+e] / servedE[e]
+			}
+		}
+	}
+	for c := range out {
+		out[c] = max(out[c], 0)
+	}
+	return out
+}
+
+// minHeadroom is how far above the largest load seen a fitted capacity
+// must lie to count as identified.
+const minHeadroom = 1.05
+
+// identified rejects fits regress accepts but that are not a physical
+// engine: no queue term, no base TTFT (a prefill takes time), or a
+// capacity pinned at the largest load seen (the fit then explains the
+// windows by one point's ρ/(1−ρ)). With such a profile the solver would
+// see an engine that never queues, and pile traffic onto it.
+func identified(p regress.Profile) bool {
+	return p.TTFTQueueMs > 0 && p.TTFTBaseMs > 0 && p.CapacityRPS >= minHeadroom*p.LoadMaxRPS
+}
+
+// refit fits each SKU's pooled history (the windows of every engine of
+// the SKU, loads per replica), as the aggregator pools engines that share
+// a SKU; a fit that passes regress's checks replaces the prior for those
+// engines (capacity scaled by their replicas), one that does not leaves
+// the last good one.
+func (p *optimizerPolicy) refit(s *sim) {
+	done := map[string]bool{}
+	if !p.cfg.UseFits {
+		return
+	}
+	for _, sku := range s.fi.sku {
+		if done[sku] {
+			continue
+		}
+		done[sku] = true
+		var pts []regress.Point
+		for e, h := range p.hist {
+			if s.fi.sku[e] != sku {
+				continue
+			}
+			r := float64(max(s.fi.params[e].Replicas, 1))
+			for _, pt := range h {
+				pt.LoadRPS /= r
+				pts = append(pts, pt)
+			}
+		}
+		if len(pts) < p.cfg.Regress.MinSamples {
+			continue
+		}
+		prof, err := regress.Fit(pts, p.cfg.Regress)
+		if err != nil || !identified(prof) {
+			continue
+		}
+		for e := range p.hist {
+			if s.fi.sku[e] == sku {
+				pe := prof
+				pe.CapacityRPS *= float64(max(s.fi.params[e].Replicas, 1))
+				p.fitted[e] = &pe
+			}
+		}
+	}
+}

@@ -1,0 +1,5 @@
+//go:build race
+
+package backtest
+
+const raceEnabled = true

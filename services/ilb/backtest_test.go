@@ -1,0 +1,144 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const (
+	btFleet = "../backtest/testdata/fleet-3region.yaml"
+	btTrace = "../backtest/testdata/mooncake_conversation_20m.jsonl"
+)
+
+func TestBacktestCommand(t *testing.T) {
+	dir := t.TempDir()
+	jsonPath, reportDir := filepath.Join(dir, "out.json"), filepath.Join(dir, "report")
+	args := []string{"backtest", "--fleet", btFleet, "--trace", btTrace, "--duration", "2m",
+		"--policy", "round-robin,hash,optimizer", "--seed", "7", "--json", jsonPath, "--report", reportDir,
+		"--swing", "cluster=fe-east,factor=2,from=30s,to=60s", "--fail", "engine=west-1,at=40s,for=30s"}
+	code, out, errs := run(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, out, errs)
+	}
+	for _, p := range []string{"round-robin", "hash", "optimizer", "ttft p50", "cache hit"} {
+		if !strings.Contains(out, p) {
+			t.Errorf("table lacks %q:\n%s", p, out)
+		}
+	}
+	data, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Seed  uint64 `json:"seed"`
+		Trace struct {
+			SwingCopies int `json:"swing_copies"`
+		}
+		Policies []struct {
+			Policy             string `json:"policy"`
+			Requests, Served   int
+			Shed, Failed       int
+			TTFT               map[string]float64 `json:"ttft_ms"`
+			E2E                map[string]float64 `json:"e2e_ms"`
+			CacheHitRatio      *float64           `json:"cache_hit_ratio"`
+			MaxUtilization     *float64           `json:"max_utilization"`
+			WeightChurn        *float64           `json:"weight_churn"`
+			FollowupMovedRatio *float64           `json:"followup_moved_ratio"`
+		} `json:"policies"`
+	}
+	if err := json.Unmarshal(data, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Seed != 7 || len(res.Policies) != 3 || res.Trace.SwingCopies == 0 {
+		t.Fatalf("json: %s", data)
+	}
+	for _, p := range res.Policies {
+		if p.Served == 0 || p.Served+p.Shed+p.Failed != p.Requests || len(p.TTFT) != 4 || len(p.E2E) != 4 ||
+			p.CacheHitRatio == nil || p.MaxUtilization == nil || p.WeightChurn == nil || p.FollowupMovedRatio == nil {
+			t.Errorf("policy %+v", p)
+		}
+		if p.Policy == "round-robin" && p.Failed == 0 {
+			t.Errorf("round-robin lost nothing to the failure of west-1: %+v", p)
+		}
+	}
+	html, err := os.ReadFile(filepath.Join(reportDir, "index.html"))
+	if err != nil || strings.Count(string(html), "<svg") < 5 {
+		t.Fatalf("report: %v, %d charts", err, strings.Count(string(html), "<svg"))
+	}
+}
+
+func TestBacktestErrorsExit2(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.jsonl")
+	if err := os.WriteFile(bad, []byte(`{"timestamp": 1, "input_length": 5, "output_length": 1}`+"\n{oops\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		msg  string
+	}{
+		{"no trace", []string{"--fleet", btFleet}, "--trace are required"},
+		{"missing trace", []string{"--fleet", btFleet, "--trace", "/nonexistent.csv"}, "no such file"},
+		{"missing fleet", []string{"--fleet", "/nonexistent.yaml", "--trace", btTrace}, "no such file"},
+		{"policy", []string{"--fleet", btFleet, "--trace", btTrace, "--policy", "hash,magic"}, `unknown policy "magic"`},
+		{"bad trace", []string{"--fleet", btFleet, "--trace", bad}, "line 2"},
+		{"format", []string{"--fleet", btFleet, "--trace", btTrace, "--format", "parquet"}, "unknown trace format"},
+		{"swing", []string{"--fleet", btFleet, "--trace", btTrace, "--swing", "cluster=fe-east"}, "--swing"},
+		{"fail engine", []string{"--fleet", btFleet, "--trace", btTrace, "--fail", "engine=nope,at=1s"}, `"nope"`},
+		{"speed", []string{"--fleet", btFleet, "--trace", btTrace, "--speed", "-1"}, "speed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, errs := run(t, append([]string{"backtest", "--quiet"}, tc.args...)...)
+			if code != 2 || !strings.Contains(errs, tc.msg) || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
+				t.Fatalf("exit %d, stderr %q, want 2 and one line with %q", code, errs, tc.msg)
+			}
+		})
+	}
+}
+
+func TestTraceConvert(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.jsonl")
+	if err := os.WriteFile(in, []byte(
+		`{"timestamp": 0, "input_length": 1000, "output_length": 5, "hash_ids": [0, 1]}`+"\n"+
+			`{"timestamp": 20, "input_length": 600, "output_length": 7, "hash_ids": [0, 2]}`+"\n"+
+			`{"timestamp": 900, "input_length": 1500, "output_length": 3, "hash_ids": [0, 1, 3]}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out.csv")
+	code, _, errs := run(t, "trace", "convert", "--in", in, "--out", out, "--fleet", btFleet)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) != 4 || lines[0] != "timestamp_ms,cluster,conversation_id,input_tokens,output_tokens,prefix_blocks" {
+		t.Fatalf("csv:\n%s", data)
+	}
+	for _, l := range lines[1:] {
+		f := strings.Split(l, ",")
+		if len(f) != 6 || !strings.HasPrefix(f[1], "fe-") || f[2] == "" {
+			t.Fatalf("line %q: want a cluster and a conversation id", l)
+		}
+	}
+	// Converting the CSV again changes nothing.
+	again := filepath.Join(dir, "again.csv")
+	if code, _, errs := run(t, "trace", "convert", "--in", out, "--out", again); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if data2, _ := os.ReadFile(again); string(data2) != string(data) {
+		t.Fatalf("second conversion differs:\n%s\n%s", data, data2)
+	}
+	if code, _, _ := run(t, "trace", "convert", "--in", in); code != 2 {
+		t.Fatalf("missing --out: exit %d", code)
+	}
+	if code, _, _ := run(t, "trace", "frobnicate"); code != 2 {
+		t.Fatalf("unknown subcommand: exit %d", code)
+	}
+}

@@ -1,0 +1,324 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ilb-router/ilb/schemas"
+	"github.com/ilb-router/ilb/services/aggregator"
+	"github.com/ilb-router/ilb/services/console"
+	"github.com/ilb-router/ilb/services/dataplane"
+	"github.com/ilb-router/ilb/services/enginesim"
+	svcrun "github.com/ilb-router/ilb/services/internal/run"
+	"github.com/ilb-router/ilb/services/internal/telemetry"
+	"github.com/ilb-router/ilb/services/optimizer"
+	"github.com/ilb-router/ilb/services/traffic"
+	"github.com/ilb-router/ilb/streams/embedded"
+	"github.com/ilb-router/ilb/streams/kafka"
+	"github.com/ilb-router/ilb/streams/kv"
+)
+
+// devFleet is the local fleet's services, built and ready to run.
+type devFleet struct {
+	plan    devPlan
+	brokers *embedded.Brokers
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	tel     *telemetry.Telemetry
+	health  *svcrun.Health
+	log     *slog.Logger
+
+	sim     *enginesim.Sim
+	agg     *aggregator.Aggregator
+	opt     *optimizer.Optimizer
+	dp      *dataplane.DataPlane
+	console *console.Console
+	gen     *traffic.Generator
+	srv     *svcrun.Server
+}
+
+// runDev brings the fleet up, tells the user where it is, and runs it
+// until ctx ends or a part fails; then it stops everything, services
+// first and brokers last.
+func runDev(ctx context.Context, e *env, p devPlan) error {
+	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: p.level}))
+	tel, err := telemetry.Setup(ctx, telemetry.DefaultConfig("ilb-dev"))
+	if err != nil {
+		return err
+	}
+	defer shutdownTelemetry(tel)
+	d := &devFleet{plan: p, tel: tel, health: svcrun.NewHealth(), log: log}
+	if err := d.startBrokers(ctx); err != nil {
+		return err
+	}
+	defer d.brokers.Close()
+	if d.nc, d.js, err = kv.Connect(ctx, kv.Config{URL: d.brokers.NATSURL(), Name: "ilb-dev",
+		ConnectTimeout: 5 * time.Second, ReconnectWait: 500 * time.Millisecond, ReconnectBufBytes: 8 << 20}); err != nil {
+		return fmt.Errorf("connect to the embedded NATS: %w", err)
+	}
+	defer d.nc.Close()
+	// The optimizer would create the bucket too; creating it first spares
+	// the data plane a "bucket not found" warning at every start.
+	if _, err := optimizer.EnsureWeightsBucket(ctx, d.js, schemas.BucketWeights, 1); err != nil {
+		return fmt.Errorf("create the weights bucket: %w", err)
+	}
+	if err := d.build(); err != nil {
+		return err
+	}
+	printDevBanner(e, d)
+	if p.readyFile != "" {
+		if err := writeReadyFile(p.readyFile, d.readyInfo()); err != nil {
+			return err
+		}
+	}
+	g := svcrun.Group{ShutdownTimeout: p.shutdownWait}
+	d.addTo(&g, e)
+	err = g.Run(ctx)
+	fmt.Fprintln(e.stderr, "ilb dev: stopped")
+	return err
+}
+
+func shutdownTelemetry(tel *telemetry.Telemetry) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = tel.Shutdown(ctx)
+}
+
+func (d *devFleet) startBrokers(ctx context.Context) error {
+	cfg := embedded.DefaultConfig()
+	cfg.KafkaListen, cfg.NATSListen = d.plan.kafkaListen, d.plan.natsListen
+	cfg.Topics = append(embedded.DefaultTopics(), aggregator.TopicProfiles)
+	cfg.ShutdownTimeout = 5 * time.Second
+	cfg.Logger = d.log.With("service", "brokers")
+	if err := cfg.Validate(); err != nil {
+		return usageError{err}
+	}
+	b, err := embedded.Start(ctx, cfg)
+	switch {
+	case err == nil:
+		d.brokers = b
+		return nil
+	case strings.Contains(err.Error(), "kafka listen"):
+		return listenError(err, "--kafka-listen", cfg.KafkaListen)
+	case strings.Contains(err.Error(), "nats"):
+		return listenError(err, "--nats-listen", cfg.NATSListen)
+	}
+	return err
+}
+
+// kafkaConfig is a client config for the embedded broker.
+func (d *devFleet) kafkaConfig(id string) kafka.ClientConfig {
+	c := kafka.DefaultClientConfig()
+	c.Brokers, c.ClientID = d.brokers.KafkaAddrs(), id
+	return c
+}
+
+// build creates every service, and the HTTP server that fronts them.
+func (d *devFleet) build() error {
+	steps := []func() error{d.buildSim, d.buildAggregator, d.buildOptimizer, d.buildDataPlane, d.buildConsole, d.buildServer, d.buildTraffic}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *devFleet) buildSim() error {
+	cfg := enginesim.DefaultConfig()
+	cfg.Fleet, cfg.HTTPAddr, cfg.Seed, cfg.TimeScale = d.plan.fleet, "127.0.0.1:0", d.plan.seed, d.plan.timeScale
+	cfg.Kafka = d.kafkaConfig("ilb-dev-engine-sim")
+	cfg.Logger = d.log.With("service", "engine-sim")
+	cfg.MeterProvider, cfg.TracerProvider = d.tel.Meter, d.tel.Tracer
+	sim, err := enginesim.New(cfg)
+	if err != nil {
+		return fmt.Errorf("engine-sim: %w", err)
+	}
+	d.sim = sim
+	return nil
+}
+
+func (d *devFleet) buildAggregator() error {
+	cfg := aggregator.DefaultConfig()
+	cfg.Kafka = d.kafkaConfig("ilb-dev-aggregator")
+	cfg.ConfigFromFleet(d.plan.fleet)
+	agg, err := aggregator.New(cfg, aggregator.Deps{Logger: d.log.With("service", "aggregator"),
+		Tracer: d.tel.Tracer, Meter: d.tel.Meter, Health: d.health})
+	if err != nil {
+		return fmt.Errorf("aggregator: %w", err)
+	}
+	d.agg = agg
+	return nil
+}
+
+func (d *devFleet) buildOptimizer() error {
+	cfg := optimizer.DefaultConfig(d.plan.fleet)
+	cfg.ID = "ilb-dev"
+	kc := d.kafkaConfig("ilb-dev-optimizer")
+	opt, err := optimizer.New(cfg, optimizer.Deps{JetStream: d.js, NATS: d.nc, Kafka: &kc,
+		Logger: d.log.With("service", "optimizer"), Meter: d.tel.Meter, Tracer: d.tel.Tracer, Health: d.health})
+	if err != nil {
+		return fmt.Errorf("optimizer: %w", err)
+	}
+	d.opt = opt
+	return nil
+}
+
+func (d *devFleet) buildDataPlane() error {
+	cfg := dataplane.DefaultConfig()
+	cfg.EngineURLs, cfg.EngineCapacity = map[string]string{}, map[string]int{}
+	for _, c := range d.plan.fleet.Clusters {
+		cfg.Clusters = append(cfg.Clusters, c.Name)
+	}
+	for _, e := range d.plan.fleet.Engines {
+		cfg.EngineURLs[e.Name] = d.sim.BaseURL(e.Name)
+		cfg.EngineCapacity[e.Name] = max(1, e.MaxBatch) * max(1, e.Replicas)
+	}
+	kc := d.kafkaConfig("ilb-dev-dataplane")
+	dp, err := dataplane.New(cfg, dataplane.Deps{Logger: d.log.With("service", "dataplane"), Tracer: d.tel.Tracer,
+		Meter: d.tel.Meter, Metrics: d.tel.MetricsHandler(), JetStream: d.js, NATS: d.nc, Kafka: &kc, Health: d.health})
+	if err != nil {
+		return fmt.Errorf("dataplane: %w", err)
+	}
+	d.dp = dp
+	return nil
+}
+
+func (d *devFleet) buildConsole() error {
+	cfg := console.DefaultConfig(d.plan.fleet)
+	cfg.Links = d.links()
+	cfg.Logger = d.log.With("service", "console")
+	c, err := console.New(cfg, console.Sources{Plan: optimizerPlan{d.opt}, Routing: dataplaneRouting{d.dp},
+		Engines: aggregatorEngines{d.agg}, Traffic: trafficSource{d}})
+	if err != nil {
+		return err
+	}
+	d.console = c
+	return nil
+}
+
+// buildServer binds the page's address and mounts every service's API.
+func (d *devFleet) buildServer() error {
+	mux := http.NewServeMux()
+	ch := d.console.Handler()
+	mux.Handle("GET /{$}", ch)
+	mux.Handle("GET /api/state", ch)
+	for _, path := range []string{"/v1/routing", "/v1/pick", "/v1/chat/completions", "/metrics"} {
+		mux.Handle(path, d.dp.Handler())
+	}
+	mux.Handle("GET /healthz", d.health)
+	mux.Handle("/v1/features", d.agg.Handler())
+	mux.Handle("/v1/profiles", d.agg.Handler())
+	mux.Handle("/v1/optimizer", d.opt.Handler())
+	mux.Handle("/engines", d.sim.Handler())
+	mux.Handle("/engines/", d.sim.Handler())
+	srv, err := svcrun.Listen(svcrun.DefaultHTTPConfig(d.plan.httpAddr), mux)
+	if err != nil {
+		return listenError(err, "--http", d.plan.httpAddr)
+	}
+	d.srv = srv
+	return nil
+}
+
+func (d *devFleet) buildTraffic() error {
+	cfg := traffic.DefaultConfig()
+	cfg.BaseURL = "http://" + reachable(d.srv.Addr())
+	cfg.Clusters = traffic.ClustersOf(d.plan.fleet)
+	cfg.TotalDemandRPS, cfg.Swings, cfg.Seed = d.plan.rateRPS, d.plan.swings, d.plan.seed
+	cfg.Logger, cfg.MeterProvider = d.log.With("service", "traffic"), d.tel.Meter
+	g, err := traffic.New(cfg)
+	if err != nil {
+		return badInput("%v", err)
+	}
+	d.gen = g
+	return nil
+}
+
+// addTo registers the services with g. The traffic generator waits for
+// the engines to start; everything else starts at once and waits for its
+// inputs itself.
+func (d *devFleet) addTo(g *svcrun.Group, e *env) {
+	g.Add("engine-sim", d.sim.Run)
+	g.Add("aggregator", d.agg.Run)
+	g.Add("optimizer", d.opt.Run)
+	g.Add("dataplane", d.dp.Run)
+	g.Add("console", d.console.Run)
+	g.Add("http", d.srv.Run)
+	g.Add("traffic", func(ctx context.Context) error {
+		if !d.waitForSnapshots(ctx) {
+			return nil
+		}
+		return d.gen.Run(ctx)
+	})
+	if d.plan.progress > 0 {
+		g.Add("progress", func(ctx context.Context) error { return d.reportProgress(ctx, e) })
+	}
+	// The brokers are not in the group: they close after it has stopped,
+	// so that the services flush to them on the way out.
+}
+
+// waitForSnapshots waits until the engines run and the data plane has a
+// snapshot for every cluster, so that the first requests are routed, not
+// refused; false when ctx ends first.
+func (d *devFleet) waitForSnapshots(ctx context.Context) bool {
+	select {
+	case <-d.sim.Ready():
+	case <-ctx.Done():
+		return false
+	}
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		status, _ := d.dp.Health().Status()
+		ready := true
+		for _, c := range d.plan.fleet.Clusters {
+			ready = ready && status["snapshot:"+c.Name]
+		}
+		if ready {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+}
+
+func (d *devFleet) links() []console.Link {
+	kafkaAddr := d.brokers.KafkaAddrs()[0]
+	first := d.plan.fleet.Clusters[0].Name
+	return []console.Link{
+		{Name: "kafka", URL: kafkaAddr, Hint: "kcat -b " + kafkaAddr + " -C -t " + schemas.TopicSignals},
+		{Name: "nats", URL: d.brokers.NATSURL(), Hint: "nats --server " + d.brokers.NATSURL() + " kv get " + schemas.BucketWeights + " " + first},
+		{Name: "metrics", URL: "/metrics"},
+	}
+}
+
+func (d *devFleet) readyInfo() readyInfo {
+	addr := reachable(d.srv.Addr())
+	return readyInfo{HTTP: addr, Page: "http://" + addr + "/", Kafka: d.brokers.KafkaAddrs()[0],
+		NATS: d.brokers.NATSURL(), Engines: "http://" + d.sim.Addr() + "/engines"}
+}
+
+// reachable turns a bound address on all interfaces (":8080",
+// "[::]:8080", "0.0.0.0:8080") into one this machine can connect to and a
+// user can paste into a browser.
+func reachable(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		return net.JoinHostPort("127.0.0.1", port)
+	}
+	return addr
+}
