@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -32,7 +33,7 @@ type chatRequest struct {
 }
 
 // replayable reports whether the body can be sent again for a retry.
-func (in *chatRequest) replayable() bool { return in.stream == nil || in.stream.n == 0 }
+func (in *chatRequest) replayable() bool { return in.stream == nil || in.stream.n.Load() == 0 }
 
 func (in *chatRequest) reader() io.Reader {
 	if in.stream != nil {
@@ -46,14 +47,14 @@ func (in *chatRequest) reader() io.Reader {
 // under a retry.
 type bodyReader struct {
 	r io.Reader
-	n int64
+	n atomic.Int64 // atomic: the transport's write loop may still read after Do returns
 }
 
 func (b *bodyReader) Close() error { return nil }
 
 func (b *bodyReader) Read(p []byte) (int, error) {
 	n, err := b.r.Read(p)
-	b.n += int64(n)
+	b.n.Add(int64(n))
 	return n, err
 }
 
