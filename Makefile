@@ -15,8 +15,11 @@ dev: ## run the whole local fleet (go run ./services/ilb dev)
 	$(GO) run ./services/ilb dev
 
 .PHONY: test
-test: ## run every test with the race detector (what CI runs)
+test: ## run every test with the race detector, then the backtest acceptance (what CI runs)
 	$(GO) test -race -timeout 25m $(PKGS)
+	@# The Mooncake acceptance replays take minutes under -race and skip
+	@# themselves there; run them once without it so CI checks the targets.
+	$(GO) test -count=1 -run 'TestAcceptance' ./services/backtest
 
 .PHONY: lint
 lint: ## gofmt, go vet and the layout tests
