@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
@@ -184,12 +185,48 @@ func (r *topicReader) waitN(t *testing.T, n int, d time.Duration) []*kgo.Record 
 	return r.recs
 }
 
-// drainFor reads whatever arrives within d.
-func (r *topicReader) drainFor(d time.Duration) []*kgo.Record {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	for ctx.Err() == nil {
-		r.recs = append(r.recs, r.cl.PollFetches(ctx).Records()...)
+// readToEnd polls until it has read every record the topic held when it
+// was called (its end offsets then), failing the test after d, and returns
+// all read so far. Unlike reading for a fixed time, this does not depend
+// on how fast a loaded machine fetches: a record already acknowledged is
+// never missed.
+func (r *topicReader) readToEnd(t *testing.T, topic string, d time.Duration) []*kgo.Record {
+	t.Helper()
+	ctx := ctxTimeout(t, d)
+	ends, err := kadm.NewClient(r.cl).ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		t.Fatalf("end offsets of %s: %v", topic, err)
+	}
+	want := map[int32]int64{} // partition -> end offset still to reach
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			want[o.Partition] = o.Offset
+		}
+	})
+	next := map[int32]int64{} // partition -> one past the last record read
+	for _, rec := range r.recs {
+		next[rec.Partition] = max(next[rec.Partition], rec.Offset+1)
+	}
+	reached := func() bool {
+		for p, end := range want {
+			if next[p] < end {
+				return false
+			}
+		}
+		return true
+	}
+	for !reached() {
+		fs := r.cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("%s: read up to offsets %v within %v, want %v", topic, next, d, want)
+		}
+		for _, rec := range fs.Records() {
+			r.recs = append(r.recs, rec)
+			next[rec.Partition] = max(next[rec.Partition], rec.Offset+1)
+		}
 	}
 	return r.recs
 }

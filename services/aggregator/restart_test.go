@@ -81,6 +81,14 @@ func caughtUp(a *Aggregator, want map[int32]int64) bool {
 	return true
 }
 
+// published reports whether the aggregator has no output waiting to be
+// published (nothing emitted is still in flight).
+func published(a *Aggregator) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.core.outbox) == 0
+}
+
 // windowsByID decodes feature records into rows by window id, and fails
 // the test if one id was published twice with different rows.
 func windowsByID(t *testing.T, recs []*kgo.Record) (map[string][]schemas.Feature, int) {
@@ -107,7 +115,7 @@ func reference(t *testing.T, stream []*kgo.Record) map[string][]schemas.Feature 
 	producer(t, addrs)(stream...)
 	r := start(t, restartConfig(addrs), Deps{})
 	waitFor(t, 30*time.Second, "reference run", func() bool { return caughtUp(r.a, ends(stream)) })
-	got, dups := windowsByID(t, readTopic(t, addrs, schemas.TopicFeatures).drainFor(500*time.Millisecond))
+	got, dups := windowsByID(t, readTopic(t, addrs, schemas.TopicFeatures).readToEnd(t, schemas.TopicFeatures, 30*time.Second))
 	if dups != 0 {
 		t.Errorf("reference run published %d windows twice", dups)
 	}
@@ -150,7 +158,7 @@ func TestRestartMidWindowNeverDoubleCounts(t *testing.T) {
 				t.Fatalf("windows emitted %d before and %d after the restart, %d replayed events skipped: the restart was not mid-stream",
 					emitted, second.a.cnt.windows.Load(), second.a.cnt.replayed.Load())
 			}
-			got, dups := windowsByID(t, readTopic(t, addrs, schemas.TopicFeatures).drainFor(500*time.Millisecond))
+			got, dups := windowsByID(t, readTopic(t, addrs, schemas.TopicFeatures).readToEnd(t, schemas.TopicFeatures, 30*time.Second))
 			if crash != (dups > 0) {
 				t.Errorf("%d windows published twice (identically); want some only after a crash", dups)
 			}
@@ -181,9 +189,9 @@ func TestTwoInstancesSplitPartitions(t *testing.T) {
 	})
 	producer(t, addrs)(stream...)
 	waitFor(t, 30*time.Second, "both instances", func() bool {
-		return a.a.cnt.windows.Load()+b.a.cnt.windows.Load() >= uint64(len(want))
+		return a.a.cnt.windows.Load()+b.a.cnt.windows.Load() >= uint64(len(want)) && published(a.a) && published(b.a)
 	})
-	got, dups := windowsByID(t, readTopic(t, addrs, schemas.TopicFeatures).drainFor(500*time.Millisecond))
+	got, dups := windowsByID(t, readTopic(t, addrs, schemas.TopicFeatures).readToEnd(t, schemas.TopicFeatures, 30*time.Second))
 	if dups != 0 || !reflect.DeepEqual(got, want) {
 		t.Errorf("two instances: %d windows (%d duplicates), want the %d of one instance", len(got), dups, len(want))
 	}
