@@ -75,7 +75,7 @@ func (w *weightsFlags) publisher(ctx context.Context, id string) (*optimizer.Pub
 	nc.ConnectTimeout = 5 * time.Second
 	conn, js, err := kv.Connect(ctx, nc)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w (is NATS at --nats %s?)", err, nc.URL)
+		return nil, nil, fmt.Errorf("%w (is NATS at --nats %s?)", err, kv.RedactURLs(nc.URL))
 	}
 	p, err := optimizer.NewPublisher(ctx, js, optimizer.PublisherConfig{Bucket: w.bucket, ID: id})
 	if err != nil {

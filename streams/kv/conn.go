@@ -144,7 +144,7 @@ func Connect(ctx context.Context, cfg Config) (*nats.Conn, jetstream.JetStream, 
 	}
 	nc, err := nats.Connect(cfg.URL, opts...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("kv: connect to %s: %w", cfg.URL, err)
+		return nil, nil, fmt.Errorf("kv: connect to %s: %w", RedactURLs(cfg.URL), err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -152,4 +152,18 @@ func Connect(ctx context.Context, cfg Config) (*nats.Conn, jetstream.JetStream, 
 		return nil, nil, fmt.Errorf("kv: jetstream: %w", err)
 	}
 	return nc, js, nil
+}
+
+// RedactURLs returns a comma-separated list of NATS URLs with any password
+// replaced by "xxxxx", for logs and error messages.
+func RedactURLs(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		if u, err := url.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
+			parts[i] = u.Redacted()
+		} else if err != nil && strings.Contains(p, "@") {
+			parts[i] = "(unparsable URL with credentials)"
+		}
+	}
+	return strings.Join(parts, ",")
 }

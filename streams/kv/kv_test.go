@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -244,5 +245,12 @@ func TestConnectRetryOnFailedConnect(t *testing.T) {
 			t.Fatal("never connected after the server came up")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestRedactURLs(t *testing.T) {
+	got := kv.RedactURLs("nats://user:s3cret@h1:4222, nats://h2:4222,nats://tok@h3:4222")
+	if strings.Contains(got, "s3cret") || !strings.Contains(got, "h2:4222") || !strings.Contains(got, "user:xxxxx@h1") {
+		t.Fatalf("RedactURLs = %q", got)
 	}
 }
