@@ -101,6 +101,19 @@ func waitUntil(t testing.TB, d time.Duration, what string, cond func() bool) {
 	}
 }
 
+// waitFor polls cond every 200 ms until it holds (true) or d passes
+// (false), for conditions that are costly to check.
+func waitFor(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return true
+}
+
 // logSink collects the services' logs. It is shown when the test fails,
 // and the security tests search it for secrets.
 type logSink struct {
