@@ -8,7 +8,7 @@ import (
 // benchSizes are the fleet sizes of BenchmarkSolve, clusters x engines.
 var benchSizes = [][2]int{{10, 50}, {100, 1000}, {300, 3000}}
 
-func benchFleet(b *testing.B, clusters, engines int) *Problem {
+func benchFleet(b testing.TB, clusters, engines int) *Problem {
 	return randomFleet(b, newRand(uint64(clusters*7919+engines)), fleetSpec{
 		clusters: clusters, engines: engines, load: 0.7,
 		regions: min(30, max(5, clusters/4)), restricted: 0.1,

@@ -22,18 +22,24 @@ import (
 // started near the optimum, and gives up (reporting false) after
 // maxChanges.
 type crossover struct {
-	st     *state
-	nodes  int     // clusters, then engines, then the ground
-	ground int     // node index of the shed ground
-	edges  []xEdge // the forest
-	pot    []float64
-	prev   []float64 // prices of the last solve, to start each tree's level
-	flow   []float64 // per edge, from its cluster to its engine (or ground)
-	lam    []float64 // per engine
-	adj    [][]int32 // node -> edges
-	comp   []int     // node -> tree root
-	order  []int     // BFS order of nodes, roots first within each tree
-	parent []int32   // node -> edge to its parent, -1 at roots
+	st       *state
+	nodes    int     // clusters, then engines, then the ground
+	ground   int     // node index of the shed ground
+	edges    []xEdge // the forest
+	pot      []float64
+	prev     []float64 // prices of the last solve, to start each tree's level
+	flow     []float64 // per edge, from its cluster to its engine (or ground)
+	lam      []float64 // per engine
+	adjStart []int32   // node v's edges: adjList[adjStart[v]:adjStart[v+1]]
+	adjList  []int32
+	fill     []int32    // scratch
+	price    []float64  // per engine, during addViolated
+	near     []int32    // arcs near tight at the last full scan
+	scanned  []float64  // node prices at the last full scan
+	viol     []violator // scratch: violated arcs of one pass
+	comp     []int      // node -> tree root
+	order    []int      // BFS order of nodes, roots first within each tree
+	parent   []int32    // node -> edge to its parent, -1 at roots
 }
 
 // xEdge is a forest arc: from a cluster to an engine node, with the
@@ -50,19 +56,16 @@ func (st *state) crossover(p *point, maxChanges int) (*point, bool) {
 	m := st.m
 	x := &crossover{st: st, nodes: m.nc + m.ne + 1, ground: m.nc + m.ne}
 	x.initForest(p)
-	for i := range maxChanges {
+	for pass := range maxChanges {
 		if !x.solveTrees() {
-			st.tracef("  crossover %d: a tree sheds", i)
 			continue // a tree ran short of capacity and now sheds
 		}
 		x.flows()
-		if x.dropNegative() {
-			st.tracef("  crossover %d: dropped a negative flow", i)
+		if x.dropNegative() || x.addViolated() {
 			continue
 		}
-		if x.addViolated() {
-			st.tracef("  crossover %d: added %+v", i, x.edges[len(x.edges)-1])
-			continue
+		if st.trace != nil {
+			st.tracef("crossover closed after %d passes", pass)
 		}
 		return x.point(), true
 	}
@@ -104,43 +107,62 @@ func (x *crossover) initForest(p *point) {
 // build lays out the forest: adjacency, trees (rooted at the ground, else
 // at their lowest node) in BFS order, and parent edges.
 func (x *crossover) build() {
-	x.adj = make([][]int32, x.nodes)
-	for i, e := range x.edges {
-		x.adj[e.c] = append(x.adj[e.c], int32(i))
-		x.adj[e.to] = append(x.adj[e.to], int32(i))
+	n := x.nodes
+	x.adjStart = resize(x.adjStart, n+1)
+	clear(x.adjStart)
+	for _, e := range x.edges {
+		x.adjStart[e.c+1]++
+		x.adjStart[e.to+1]++
 	}
-	x.comp = make([]int, x.nodes)
-	x.parent = make([]int32, x.nodes)
+	for v := range n {
+		x.adjStart[v+1] += x.adjStart[v]
+	}
+	x.adjList = resize(x.adjList, int(x.adjStart[n]))
+	fill := append(x.fill[:0], x.adjStart[:n]...)
+	x.fill = fill
+	for i, e := range x.edges {
+		x.adjList[fill[e.c]] = int32(i)
+		fill[e.c]++
+		x.adjList[fill[e.to]] = int32(i)
+		fill[e.to]++
+	}
+	x.comp = resize(x.comp, n)
+	x.parent = resize(x.parent, n)
 	for i := range x.comp {
 		x.comp[i] = -1
 	}
 	x.order = x.order[:0]
-	roots := append([]int{x.ground}, make([]int, 0, x.nodes)...)
+	x.bfs(x.ground)
 	for v := range x.ground {
-		roots = append(roots, v)
+		x.bfs(v)
 	}
-	for _, r := range roots {
-		if x.comp[r] >= 0 {
-			continue
-		}
-		x.comp[r], x.parent[r] = r, -1
-		head := len(x.order)
-		x.order = append(x.order, r)
-		for ; head < len(x.order); head++ {
-			v := x.order[head]
-			for _, ei := range x.adj[v] {
-				e := x.edges[ei]
-				w := int(e.c)
-				if w == v {
-					w = int(e.to)
-				}
-				if x.comp[w] < 0 {
-					x.comp[w], x.parent[w] = r, ei
-					x.order = append(x.order, w)
-				}
+}
+
+// bfs lays out the tree of r, if r is not placed yet.
+func (x *crossover) bfs(r int) {
+	if x.comp[r] >= 0 {
+		return
+	}
+	x.comp[r], x.parent[r] = r, -1
+	head := len(x.order)
+	x.order = append(x.order, r)
+	for ; head < len(x.order); head++ {
+		v := x.order[head]
+		for _, ei := range x.adjList[x.adjStart[v]:x.adjStart[v+1]] {
+			w := x.other(ei, v)
+			if x.comp[w] < 0 {
+				x.comp[w], x.parent[w] = r, ei
+				x.order = append(x.order, w)
 			}
 		}
 	}
+}
+
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
 }
 
 // solveTrees sets every node's price: offsets along tree arcs, then each
@@ -241,7 +263,8 @@ func (x *crossover) level(nodes []int) bool {
 	for range 200 {
 		s, slope := supply(t)
 		g := s - demand
-		if math.Abs(g) <= 1e-14*demand {
+		// Loads are exact to about 1e-15 each; their sum to about 1e-13.
+		if math.Abs(g) <= 1e-12*demand {
 			break
 		}
 		if g < 0 {
@@ -260,7 +283,7 @@ func (x *crossover) level(nodes []int) bool {
 				next = lo + (hi-lo)/2
 			}
 		}
-		if next == t {
+		if math.Abs(next-t) <= 1e-15*max(1, math.Abs(t)) {
 			break
 		}
 		t = next
@@ -302,122 +325,6 @@ func (x *crossover) flows() {
 			net[e.c] += net[v]
 		}
 	}
-}
-
-// dropNegative removes the tree arc with the most negative flow, if any
-// is negative beyond rounding.
-func (x *crossover) dropNegative() bool {
-	worst, at := 0.0, -1
-	for i, f := range x.flow {
-		tol := 1e-9 * x.st.m.demand[x.edges[i].c]
-		if f < -tol && f < worst {
-			worst, at = f, i
-		}
-	}
-	if at < 0 {
-		return false
-	}
-	x.st.tracef("    drop %+v flow %.6g", x.edges[at], worst)
-	x.edges = slices.Delete(x.edges, at, at+1)
-	return true
-}
-
-// addViolated adds the arc (or shed) most cheaper than the price of its
-// cluster, if any is beyond rounding; when it closes a cycle, the cycle's
-// arc of least flow leaves.
-func (x *crossover) addViolated() bool {
-	m := x.st.m
-	worst := 0.0
-	var add xEdge
-	for c, d := range m.demand {
-		if d == 0 {
-			continue
-		}
-		tol := 1e-9 * math.Abs(x.pot[c])
-		if v := x.pot[c] - m.penalty; v > tol && v > worst {
-			worst, add = v, xEdge{int32(c), int32(x.ground), -1, 0}
-		}
-		lo, hi := m.arcs(c)
-		for a := lo; a < hi; a++ {
-			e := int(m.arcEng[a])
-			if v := x.pot[c] - m.arcNet[a] - x.enginePrice(e); v > tol && v > worst {
-				worst, add = v, xEdge{int32(c), int32(m.nc + e), m.arcSlot[a], m.arcNet[a]}
-			}
-		}
-	}
-	if worst == 0 {
-		return false
-	}
-	if x.comp[add.c] == x.comp[add.to] {
-		x.breakCycle(int(add.c), int(add.to))
-	}
-	x.edges = append(x.edges, add)
-	return true
-}
-
-// enginePrice is an engine's price: its tree's, or F'(0) when unused.
-func (x *crossover) enginePrice(e int) float64 {
-	if x.comp[x.st.m.nc+e] == x.st.m.nc+e && len(x.adj[x.st.m.nc+e]) == 0 {
-		return x.st.m.eng[e].a
-	}
-	return x.pot[x.st.m.nc+e]
-}
-
-// breakCycle removes, from the cycle that a new arc from cluster c to
-// node to closes, the tree arc that pushing flow around the cycle (more
-// along the new arc) would empty first: of the path arcs whose flow falls,
-// the one with least flow, as in the simplex ratio test.
-func (x *crossover) breakCycle(c, to int) {
-	depth := func(n int) int {
-		d := 0
-		for x.parent[n] >= 0 {
-			n = x.other(x.parent[n], n)
-			d++
-		}
-		return d
-	}
-	weakest, at := math.Inf(1), -1
-	consider := func(ei int32, falls bool) {
-		if f := x.flow[ei]; falls && f < weakest {
-			weakest, at = f, int(ei)
-		}
-	}
-	// The cycle runs c → to → (tree path) → c. Walking up from to, an arc
-	// is crossed child to parent; walking up from c, parent to child. An
-	// arc's flow (cluster to engine) falls when the cycle crosses it from
-	// its engine end to its cluster end.
-	u, v := to, c
-	du, dv := depth(u), depth(v)
-	up := func(n int, fromChild bool) int {
-		ei := x.parent[n]
-		e := x.edges[ei]
-		if fromChild {
-			consider(ei, n != int(e.c)) // crossed from n up: falls if n is the engine end
-		} else {
-			consider(ei, n == int(e.c)) // crossed down to n: falls if n is the cluster end
-		}
-		return x.other(ei, n)
-	}
-	for du > dv {
-		u, du = up(u, true), du-1
-	}
-	for dv > du {
-		v, dv = up(v, false), dv-1
-	}
-	for u != v {
-		u, v = up(u, true), up(v, false)
-	}
-	if at >= 0 {
-		x.edges = slices.Delete(x.edges, at, at+1)
-	}
-}
-
-func (x *crossover) other(ei int32, n int) int {
-	e := x.edges[ei]
-	if int(e.c) == n {
-		return int(e.to)
-	}
-	return int(e.c)
 }
 
 // point packs the solved forest as a point: prices, loads, flows by engine

@@ -56,17 +56,26 @@ func newModel(p *Problem) *model {
 			allowed[engIndex[name]] = true
 		}
 		row = row[:0]
-		for name, ms := range p.NetworkMs[cl.Name] {
-			e := engIndex[name]
-			if (restricted && !allowed[e]) || m.eng[e].u == 0 {
-				continue
+		net := p.NetworkMs[cl.Name]
+		usable := func(e int32) bool { return (!restricted || allowed[e]) && m.eng[e].u > 0 }
+		if len(net) >= m.ne/8 {
+			// Dense row: visit engines in order, no sort needed.
+			for e, en := range p.Engines {
+				if ms, ok := net[en.Name]; ok && usable(int32(e)) {
+					row = append(row, pair{int32(e), ms})
+				}
 			}
-			row = append(row, pair{e, ms})
+		} else {
+			for name, ms := range net {
+				if e := engIndex[name]; usable(e) {
+					row = append(row, pair{e, ms})
+				}
+			}
+			slices.SortFunc(row, func(a, b pair) int { return int(a.e - b.e) })
 		}
 		for _, name := range elig {
 			allowed[engIndex[name]] = false
 		}
-		slices.SortFunc(row, func(a, b pair) int { return int(a.e - b.e) })
 		for _, r := range row {
 			m.arcEng = append(m.arcEng, r.e)
 			m.arcNet = append(m.arcNet, r.net)

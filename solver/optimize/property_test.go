@@ -16,7 +16,7 @@ func smallFleets(t *testing.T, n int) []*Problem {
 		rng := newRand(seed + 1)
 		out = append(out, randomFleet(t, rng, fleetSpec{
 			clusters: 2 + rng.IntN(8), engines: 3 + rng.IntN(30),
-			load: 0.3 + 0.9*rng.Float64(), // some fleets are short and must shed
+			load:    0.3 + 0.9*rng.Float64(), // some fleets are short and must shed
 			regions: 2 + rng.IntN(6), restricted: 0.3,
 		}))
 	}

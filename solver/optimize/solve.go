@@ -84,14 +84,15 @@ const maxRounds = 60
 
 // kappaStart and kappaFloor bound the proximal strengths of the exact
 // solve, in ms per request for moving a whole cluster. The first round
-// moves freely (the optimum differs from the start by far more than
-// kappaStart of latency); each round divides κ by 10, down to the floor.
+// is smooth enough for Newton's method from a rough start; each round
+// divides κ by 10, down to the floor (values tuned on random fleets with
+// real RTTs: 30 and 100 took more steps, 1000 sometimes many more).
 // kappaWarm starts a warm solve whose crossover from the previous
 // solution did not close. crossoverGap is the duality gap below which a
 // round's point is close enough for the crossover to close in a few
 // changes.
 const (
-	kappaStart   = 100.0
+	kappaStart   = 300.0
 	kappaWarm    = 10.0
 	kappaFloor   = 1e-2
 	crossoverGap = 1e-6
@@ -111,6 +112,7 @@ func (st *state) solveExact(opt Options) runStats {
 		kappa = kappaWarm
 	}
 	best := certificate{gap: math.Inf(1)}
+	floor := kappaFloor
 	if st.warm {
 		// The previous solution's forest is usually the optimum's, or a few
 		// changes from it: try the exact finish first.
@@ -131,6 +133,7 @@ func (st *state) solveExact(opt Options) runStats {
 		}
 		n := st.maximize(nw, tol, opt.MaxNewtonSteps-run.steps)
 		run.steps += n
+		converged := st.maxRelGrad(st.cur) <= 10*tol
 		ct := st.certifyExact()
 		st.tracef("round %d κ=%.3g: %d steps, residual %.3g, %d flows, gap %.3g", run.rounds, kappa, n, st.maxRelGrad(st.cur), len(st.cur.act), ct.gap)
 		if ct.gap < best.gap {
@@ -148,8 +151,16 @@ func (st *state) solveExact(opt Options) runStats {
 		if best.gap <= opt.Tolerance || run.steps >= opt.MaxNewtonSteps || run.rounds >= maxRounds {
 			break
 		}
+		if !converged {
+			// Newton could not resolve this κ (near-ties far finer than
+			// the rounding of prices times w = d/κ): never go this low
+			// again, and redo the round smoother from the same centre.
+			floor = min(kappaStart, max(floor, kappa*10))
+			kappa = floor
+			continue
+		}
 		st.recentre()
-		kappa = max(kappa/10, kappaFloor)
+		kappa = max(kappa/10, floor)
 	}
 	run.cert = best
 	return run
@@ -158,7 +169,7 @@ func (st *state) solveExact(opt Options) runStats {
 // tryCrossover runs the crossover from point from and certifies its
 // result; the current point is left as it was.
 func (st *state) tryCrossover(from *point) (certificate, bool) {
-	p, ok := st.crossover(from, crossoverChanges)
+	p, ok := st.crossover(from, crossoverChanges+2*st.m.nc)
 	st.tracef("crossover closed: %v", ok)
 	if !ok {
 		return certificate{}, false
@@ -171,8 +182,9 @@ func (st *state) tryCrossover(from *point) (certificate, bool) {
 	return ct, true
 }
 
-// crossoverChanges bounds the forest changes of one crossover attempt.
-const crossoverChanges = 100
+// crossoverChanges, plus two per cluster, bounds the forest changes of one
+// crossover attempt.
+const crossoverChanges = 200
 
 // solveProximal solves the churn-regularised problem once, exactly: the
 // proximal centre is the previous solution and κ = ChurnMs.

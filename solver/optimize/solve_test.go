@@ -146,7 +146,7 @@ func costOf(p *Problem, flows map[string]map[string]float64, shed float64) float
 func TestSolveEligibility(t *testing.T) {
 	e := []Engine{engine("e1", 100, 100, 40, 10, 5), engine("e2", 100, 100, 40, 10, 5), engine("gone", 0, 1, 1, 1, 1)}
 	p := one([]float64{50, 50, 30, 0}, e, [][]float64{{1, 50, 0}, {1, 50, 0}, {1, 50, 0}, {9, 1, 0}}, 100, 0.9, 1e5)
-	delete(p.NetworkMs["A"], "e2")                  // A cannot reach e2
+	delete(p.NetworkMs["A"], "e2")                         // A cannot reach e2
 	p.Eligible = map[string][]string{"B": {"e2"}, "C": {}} // B only e2, C nothing
 	sol := solveOK(t, p)
 	if w := sol.Weights["A"]; w["e1"] != 1 || len(w) != 1 {
@@ -183,4 +183,15 @@ func TestSolveRejectsBadOptions(t *testing.T) {
 			t.Errorf("accepted %+v", opt)
 		}
 	}
+}
+
+func TestSolveFlatLatencyEngines(t *testing.T) {
+	// No queueing, no slope: engines cost a flat 100 ms up to their cap of
+	// 90 rps, so traffic fills the nearest engine first, then the next.
+	e := []Engine{engine("near", 100, 100, 0, 0, 0), engine("far", 100, 100, 0, 0, 0)}
+	p := one([]float64{150}, e, [][]float64{{1, 2}}, 100, 0.9, 1e5)
+	sol := solveOK(t, p)
+	near(t, "near load", sol.EngineLoadRps["near"], 90, 1e-9)
+	near(t, "far load", sol.EngineLoadRps["far"], 60, 1e-9)
+	near(t, "objective", sol.ObjectiveMs, (90*101+60*102)/150.0, 1e-12)
 }

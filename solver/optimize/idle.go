@@ -1,0 +1,212 @@
+package optimize
+
+import "math"
+
+// jumpIdle moves the prices of every idle group of clusters straight to
+// the group's next breakpoint. Clusters sharing an engine they send flow to
+// form a group; it is idle when all of them together do not respond to a
+// common price change: no member sheds and every engine they use is at its
+// load cap (a capped engine's price moves with its users' prices, its load
+// does not). An idle group short of demand raises its prices together
+// until an arc to an engine outside the group, or shedding, starts to take
+// flow; one with too much lowers them until one of its engines drops below
+// the cap. The dual rises all the way (the move is along a null direction
+// of the Hessian with a constant slope), so this is exact and costs one
+// evaluation; left to Newton, such a direction would get a huge step and
+// the line search would shrink every other cluster's step with it. It
+// reports whether it moved anything.
+func (st *state) jumpIdle() bool {
+	m, p := st.m, st.cur
+	g := newGroups(m.nc)
+	responsive := make([]bool, m.nc)
+	for c := range m.nc {
+		responsive[c] = st.w[c] == 0 || p.s[c] > 0
+	}
+	for e := range m.ne {
+		act := p.act[p.actStart[e]:p.actStart[e+1]]
+		for _, k := range act[min(1, len(act)):] {
+			g.union(int(m.slotClu[act[0]]), int(m.slotClu[k]))
+		}
+		if len(act) > 0 && p.lam[e] < m.eng[e].u {
+			responsive[m.slotClu[act[0]]] = true
+		}
+	}
+	idle := make([]bool, m.nc) // by group root
+	grad := make([]float64, m.nc)
+	for c := range m.nc {
+		r := g.find(c)
+		idle[r] = true
+		grad[r] += p.grad[c]
+	}
+	for c := range m.nc {
+		if responsive[c] {
+			idle[g.find(c)] = false
+		}
+	}
+	moved := false
+	copy(st.trial.pi, p.pi)
+	for r := range m.nc {
+		if !idle[r] || g.find(r) != r || grad[r] == 0 {
+			continue
+		}
+		d := st.groupBreakpoint(g, r, grad[r] > 0)
+		if d == 0 || math.IsInf(d, 0) || math.IsNaN(d) {
+			continue
+		}
+		if grad[r] < 0 {
+			d = -d
+		}
+		d += 1e-9 * d
+		for c := range m.nc {
+			if g.find(c) == r {
+				st.trial.pi[c] = min(max(p.pi[c]+d, st.piLo[c]), st.piHi[c])
+				moved = true
+			}
+		}
+	}
+	if !moved {
+		return false
+	}
+	st.evaluate(st.trial, p)
+	if st.trial.value < p.value {
+		return false // rounding or a missed breakpoint: leave it to Newton
+	}
+	st.cur, st.trial = st.trial, st.cur
+	return true
+}
+
+// groupBreakpoint is how far the prices of idle group r must rise (up) or
+// fall to reach its next breakpoint.
+func (st *state) groupBreakpoint(g *groups, r int, up bool) float64 {
+	m, p := st.m, st.cur
+	inGroup := func(e int) bool {
+		lo, hi := p.actStart[e], p.actStart[e+1]
+		return lo < hi && g.find(int(m.slotClu[p.act[lo]])) == r
+	}
+	d := math.Inf(1)
+	if !up {
+		// Falling, a capped engine frees up, or another cluster's arc into
+		// one of the group's engines starts to take flow.
+		for e := range m.ne {
+			if !inGroup(e) {
+				continue
+			}
+			d = min(d, p.mu[e]-m.eng[e].d1u)
+			for k := m.eStart[e]; k < m.eStart[e+1]; k++ {
+				c := m.slotClu[k]
+				if w := st.w[c]; w > 0 && g.find(int(c)) != r {
+					if gap := p.mu[e] - (p.pi[c] - m.slotNet[k] + st.y[k]/w); gap > 0 {
+						d = min(d, gap)
+					}
+				}
+			}
+		}
+		return d
+	}
+	for c := range m.nc {
+		if g.find(c) != r || st.w[c] == 0 {
+			continue
+		}
+		w := st.w[c]
+		d = min(d, m.penalty-st.ys[c]/w-p.pi[c])
+		lo, hi := m.arcs(c)
+		for a := lo; a < hi; a++ {
+			e := int(m.arcEng[a])
+			if inGroup(e) {
+				continue
+			}
+			if gap := m.arcNet[a] + p.mu[e] - st.y[m.arcSlot[a]]/w - p.pi[c]; gap > 0 {
+				d = min(d, gap)
+			}
+		}
+	}
+	return d
+}
+
+// groups is a union-find over clusters.
+type groups struct{ parent []int }
+
+func newGroups(n int) *groups {
+	g := &groups{parent: make([]int, n)}
+	for i := range g.parent {
+		g.parent[i] = i
+	}
+	return g
+}
+
+func (g *groups) find(i int) int {
+	for g.parent[i] != i {
+		g.parent[i] = g.parent[g.parent[i]]
+		i = g.parent[i]
+	}
+	return i
+}
+
+// union joins the groups of i and j under the smaller root, so roots do not
+// depend on the order of unions.
+func (g *groups) union(i, j int) {
+	a, b := g.find(i), g.find(j)
+	if a > b {
+		a, b = b, a
+	}
+	g.parent[b] = a
+}
+
+// pseudoCurvature replaces a zero diagonal (a cluster whose supply does not
+// respond to its price) by |grad|/1.5Δ, where Δ is how far the price must
+// move to reach the next breakpoint in the direction the gradient asks for.
+func (st *state) pseudoCurvature(nw *newtonWork) {
+	n := len(nw.rows)
+	p := st.cur
+	for i, c := range nw.rows {
+		if nw.h[i*n+i] > 1e-12*st.w[c] || p.grad[c] == 0 {
+			continue
+		}
+		d := math.Inf(1)
+		if p.grad[c] > 0 {
+			d = st.nextEntry(c)
+		} else {
+			d = st.nextRelease(c)
+		}
+		if !(d > 0) || math.IsInf(d, 1) {
+			d = st.kappa
+		}
+		nw.h[i*n+i] = math.Abs(p.grad[c]) / (1.5 * d)
+	}
+}
+
+// nextEntry is how far cluster c's price must rise before another of its
+// arcs (or shedding) takes flow.
+func (st *state) nextEntry(c int) float64 {
+	m, p := st.m, st.cur
+	w := st.w[c]
+	d := m.penalty - st.ys[c]/w - p.pi[c]
+	lo, hi := m.arcs(c)
+	for a := lo; a < hi; a++ {
+		k := m.arcSlot[a]
+		if gap := m.arcNet[a] + p.mu[m.arcEng[a]] - st.y[k]/w - p.pi[c]; gap > 0 {
+			d = min(d, gap)
+		}
+	}
+	return d
+}
+
+// nextRelease is how far cluster c's price must fall before an engine it
+// fills to the load cap drops below the cap.
+func (st *state) nextRelease(c int) float64 {
+	m, p := st.m, st.cur
+	d := math.Inf(1)
+	for e := range m.ne {
+		f := &m.eng[e]
+		if p.lam[e] < f.u {
+			continue
+		}
+		d1u, _ := f.marginal(f.u)
+		for _, k := range p.act[p.actStart[e]:p.actStart[e+1]] {
+			if int(m.slotClu[k]) == c {
+				d = min(d, p.mu[e]-d1u)
+			}
+		}
+	}
+	return d
+}
