@@ -83,26 +83,11 @@ func EngineParams(f *schemas.Fleet, fe schemas.FleetEngine) (engine.Params, erro
 		Replicas:          fe.Replicas,
 		KVAdmission:       true,
 	}
-	if def, ok := engine.DefaultParams(fe.SKU); ok {
-		fillZero(&p.PrefillTokensPerS, def.PrefillTokensPerS)
-		fillZero(&p.MaxBatch, def.MaxBatch)
-		fillZero(&p.KVCacheTokens, def.KVCacheTokens)
-		fillZero(&p.BlockTokens, def.BlockTokens)
-		if p.DecodeBaseMs == 0 && p.DecodePerSeqMs == 0 {
-			p.DecodeBaseMs, p.DecodePerSeqMs = def.DecodeBaseMs, def.DecodePerSeqMs
-		}
-	}
-	fillZero(&p.Replicas, 1)
+	p, _ = p.WithDefaults(fe.SKU)
 	if err := p.Validate(); err != nil {
 		return engine.Params{}, fmt.Errorf("backtest: engine %q: %w", fe.Name, err)
 	}
 	return p, nil
-}
-
-func fillZero[T int | float64](v *T, def T) {
-	if *v == 0 {
-		*v = def
-	}
 }
 
 // engineIndex returns the index of the named engine.

@@ -193,17 +193,7 @@ func Params(f *schemas.Fleet, fe schemas.FleetEngine) (engine.Params, error) {
 		Replicas:          fe.Replicas,
 		KVAdmission:       true,
 	}
-	def, known := engine.DefaultParams(fe.SKU)
-	if known {
-		fillZero(&p.PrefillTokensPerS, def.PrefillTokensPerS)
-		fillZero(&p.MaxBatch, def.MaxBatch)
-		fillZero(&p.KVCacheTokens, def.KVCacheTokens)
-		fillZero(&p.BlockTokens, def.BlockTokens)
-		if p.DecodeBaseMs == 0 && p.DecodePerSeqMs == 0 {
-			p.DecodeBaseMs, p.DecodePerSeqMs = def.DecodeBaseMs, def.DecodePerSeqMs
-		}
-	}
-	fillZero(&p.Replicas, 1)
+	p, known := p.WithDefaults(fe.SKU)
 	if err := p.Validate(); err != nil {
 		hint := ""
 		if !known {
@@ -212,12 +202,6 @@ func Params(f *schemas.Fleet, fe schemas.FleetEngine) (engine.Params, error) {
 		return engine.Params{}, fmt.Errorf("enginesim: engine %q: %w%s", fe.Name, err, hint)
 	}
 	return p, nil
-}
-
-func fillZero[T int | float64](v *T, def T) {
-	if *v == 0 {
-		*v = def
-	}
 }
 
 // virtualClock maps wall time to the engines' virtual nanoseconds.

@@ -124,3 +124,29 @@ const maxReplicas = 1024
 
 func positive(x float64) bool    { return x > 0 && !math.IsInf(x, 1) }
 func nonNegative(x float64) bool { return x >= 0 && !math.IsInf(x, 1) }
+
+// WithDefaults returns p with its zero fields filled from DefaultParams of
+// sku (the decode step only when both of its terms are zero) and Replicas
+// at least 1. known reports whether sku has defaults. The engine simulator
+// and the backtester both map fleet engines through it, so they model the
+// same engine.
+func (p Params) WithDefaults(sku string) (filled Params, known bool) {
+	def, known := DefaultParams(sku)
+	if known {
+		fillZero(&p.PrefillTokensPerS, def.PrefillTokensPerS)
+		fillZero(&p.MaxBatch, def.MaxBatch)
+		fillZero(&p.KVCacheTokens, def.KVCacheTokens)
+		fillZero(&p.BlockTokens, def.BlockTokens)
+		if p.DecodeBaseMs == 0 && p.DecodePerSeqMs == 0 {
+			p.DecodeBaseMs, p.DecodePerSeqMs = def.DecodeBaseMs, def.DecodePerSeqMs
+		}
+	}
+	fillZero(&p.Replicas, 1)
+	return p, known
+}
+
+func fillZero[T int | float64](v *T, def T) {
+	if *v == 0 {
+		*v = def
+	}
+}
