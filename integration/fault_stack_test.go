@@ -65,6 +65,11 @@ type optimizerRun struct {
 func fastOptimizer(fleet *schemas.Fleet, id string) optimizer.Config {
 	oc := optimizer.DefaultConfig(fleet)
 	oc.ID = id
+	// Most fault tests run no signal path, and need versions anyway: the
+	// wall clock re-solves and publishes every MaxInterval without input
+	// (the event clock, the default, publishes only on new windows; the
+	// loop test and TestBinary run it with a real signal path).
+	oc.Clock = optimizer.ClockWall
 	oc.MinInterval, oc.MaxInterval, oc.SettleDelay = 100*time.Millisecond, 500*time.Millisecond, 20*time.Millisecond
 	oc.LeaseDuration, oc.PublishTimeout = time.Second, 2*time.Second
 	return oc

@@ -13,6 +13,7 @@ const (
 	TopicSignals    = "ilb.signals"     // signal events, keyed by engine name
 	TopicSignalsDLQ = "ilb.signals.dlq" // events that failed decoding or validation
 	TopicFeatures   = "ilb.features"    // Arrow IPC record batches of windowed features
+	TopicProfiles   = "ilb.profiles"    // Arrow IPC profile tables, key "profiles"
 	BucketWeights   = "ilb-weights"     // one key per front-end cluster, plus ManifestKey
 	ManifestKey     = "manifest"        // key of the fleet-wide Manifest in BucketWeights
 )
@@ -26,6 +27,10 @@ const (
 	// HeaderDLQReason carries, on a DLQ record, why the original record was
 	// rejected (the decode or validation error text).
 	HeaderDLQReason = "ilb-dlq-reason"
+	// HeaderAsOf carries, on an ilb.profiles record, the event time (unix
+	// nanoseconds, decimal) of the feature windows the fit saw: the
+	// optimizer's event clock uses a fit from the window after it.
+	HeaderAsOf = "ilb-as-of"
 )
 
 // Values of HeaderSchema and of the Arrow schema metadata key

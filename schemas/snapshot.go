@@ -17,6 +17,10 @@ type Snapshot struct {
 	Table *SnapshotTable `json:"table,omitempty"`
 	// InputsDigest identifies the inputs of the solve, for debugging.
 	InputsDigest string `json:"inputs_digest,omitempty"`
+	// InputsAsOf is the event time of the newest feature window the solve
+	// saw: with the optimizer's event clock, two runs over the same signal
+	// stream publish the same weights for the same InputsAsOf.
+	InputsAsOf time.Time `json:"inputs_as_of,omitzero"`
 }
 
 // SnapshotTable carries a selection table compactly. Engines lists the

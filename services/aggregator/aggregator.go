@@ -47,12 +47,17 @@ type Aggregator struct {
 	featFile   *rollingFile // nil without OutDir
 	lastCommit time.Time
 	paused     bool // fetching stopped by backpressureLocked
+	// emitted is the latest window end each owned partition emitted, and
+	// nextFit the event clock's next refit time (0: not known yet).
+	emitted map[int32]int64
+	nextFit int64
 
 	// noCommit makes commits do nothing: tests use it to stop an
 	// aggregator as a crash would, with work done but not committed.
 	noCommit atomic.Bool
 
-	// Owned by the profile loop.
+	// Owned by the profile loop (wall clock), or guarded by mu (event
+	// clock: the consumer loop fits).
 	prof     *profiler
 	profFile *rollingFile
 	pending  bool // accepted profiles not yet published
@@ -67,7 +72,7 @@ func New(cfg Config, deps Deps) (*Aggregator, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	a := &Aggregator{cfg: cfg, deps: deps, cnt: newCounters(), refit: make(chan struct{}, 1)}
+	a := &Aggregator{cfg: cfg, deps: deps, cnt: newCounters(), refit: make(chan struct{}, 1), emitted: map[int32]int64{}}
 	a.setDefaults()
 	a.hist = newHistory(cfg.HistoryWindows, cfg.MaxEngines, int64(cfg.Window))
 	a.core = newCore(cfg, a, a.cnt)
@@ -144,14 +149,17 @@ func (a *Aggregator) Run(ctx context.Context) error {
 	}
 	var g run.Group
 	g.Add("consumer", func(ctx context.Context) error { return a.consume(ctx, k) })
-	g.Add("profiles", func(ctx context.Context) error { return a.profileLoop(ctx, k) })
+	if a.cfg.Clock == ClockWall {
+		g.Add("profiles", func(ctx context.Context) error { return a.profileLoop(ctx, k) })
+	}
 	err = g.Run(ctx)
 	return errors.Join(err, a.shutdown(k))
 }
 
 // window is the sink of emitted windows, called by the consumer loop with
 // a.mu held: output file, latest view, TTFT gauge, profile history.
-func (a *Aggregator) window(_ int32, rows []schemas.Feature) {
+func (a *Aggregator) window(p int32, rows []schemas.Feature) {
+	a.emitted[p] = max(a.emitted[p], rows[0].WindowEndUnixNano)
 	if a.featFile != nil {
 		rec := schemas.FeaturesToRecord(nil, rows)
 		if err := a.featFile.write(rec, a.now()); err != nil {

@@ -21,7 +21,13 @@ import (
 // TopicProfiles is the default Kafka topic of fitted profiles: each record
 // is key "profiles", value an Arrow IPC stream of one schemas.ProfileSchema
 // batch holding every profile the publishing aggregator currently stands by.
-const TopicProfiles = "ilb.profiles"
+const TopicProfiles = schemas.TopicProfiles
+
+// Clocks of Config.Clock.
+const (
+	ClockEvent = "event"
+	ClockWall  = "wall"
+)
 
 // Config is everything an Aggregator needs that is not a live dependency.
 // Build it with DefaultConfig and change what differs.
@@ -81,6 +87,15 @@ type Config struct {
 	OutDir           string
 	FileRollInterval time.Duration
 
+	// Clock says what times the refits. ClockEvent (the default): a fit
+	// every ProfileInterval of event time, at each multiple of it that
+	// every owned partition's emitted windows have passed, on the windows
+	// ending at or before it, stamped with it (fitted_at and the
+	// ilb-as-of header); so a replay of a recorded signal stream fits the
+	// profiles the live run did. ClockWall: every ProfileInterval of wall
+	// time, on what has arrived.
+	Clock string
+
 	// ProfileInterval is how often profiles are refitted; HistoryWindows
 	// how many windows of each engine the fits see; MaxEngines bounds the
 	// engines (and SKUs) with a history.
@@ -124,6 +139,7 @@ func DefaultConfig() Config {
 		HeartbeatInterval:    time.Second,
 		MaxCheckpointBytes:   4000,
 		FileRollInterval:     24 * time.Hour,
+		Clock:                ClockEvent,
 		ProfileInterval:      30 * time.Second,
 		HistoryWindows:       360,
 		MaxEngines:           4096,
@@ -197,6 +213,8 @@ func (c Config) validate() error {
 
 func (c Config) validateLimits() error {
 	switch {
+	case c.Clock != ClockEvent && c.Clock != ClockWall:
+		return fmt.Errorf("clock %q: want %q or %q", c.Clock, ClockEvent, ClockWall)
 	case c.IdleTimeout <= 0 || c.PollInterval <= 0 || c.CommitInterval <= 0 || c.PublishTimeout <= 0:
 		return fmt.Errorf("idle timeout %v, poll interval %v, commit interval %v and publish timeout %v must be positive",
 			c.IdleTimeout, c.PollInterval, c.CommitInterval, c.PublishTimeout)

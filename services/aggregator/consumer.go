@@ -104,6 +104,9 @@ func (a *Aggregator) handle(ctx context.Context, cl *kgo.Client, recs []*kgo.Rec
 	if _, err := a.core.drain(now); err != nil {
 		a.log.Warn("aggregator: windows", "err", err)
 	}
+	if a.cfg.Clock == ClockEvent {
+		a.fitDueLocked(ctx)
+	}
 	published := a.publishLocked(ctx, cl)
 	a.backpressureLocked(cl)
 	if !published {
@@ -154,6 +157,8 @@ func (a *Aggregator) publishLocked(ctx context.Context, cl *kgo.Client) bool {
 		if res.Err != nil {
 			failed = append(failed, res.Record)
 			first = cmpOr(first, res.Err)
+		} else if res.Record.Topic == a.cfg.ProfilesTopic {
+			a.cnt.profilesPublished.Add(1)
 		}
 	}
 	clear(out)
@@ -327,6 +332,7 @@ func (a *Aggregator) forgetLocked(parts []int32) {
 			a.core.countWindowStats(ps)
 		}
 		a.core.drop(p)
+		delete(a.emitted, p)
 	}
 }
 

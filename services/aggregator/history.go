@@ -23,9 +23,16 @@ func newHistory(size, maxEngines int, windowNs int64) *history {
 	return &history{size: size, maxEngines: maxEngines, windowNs: windowNs, engines: map[string]*ring{}}
 }
 
-// ring is a fixed-size circular buffer of points, oldest overwritten.
+// historySlack is how many windows beyond size each ring keeps, so that
+// a fit at an event time that later windows have already passed still
+// sees size windows.
+const historySlack = 32
+
+// ring is a fixed-size circular buffer of points with their window ends,
+// oldest overwritten.
 type ring struct {
 	pts  []regress.Point
+	ends []int64
 	next int
 }
 
@@ -45,26 +52,55 @@ func (h *history) addRow(r *schemas.Feature) {
 			h.dropped++
 			return
 		}
-		rg = &ring{pts: make([]regress.Point, 0, h.size)}
+		n := h.size + historySlack
+		rg = &ring{pts: make([]regress.Point, 0, n), ends: make([]int64, 0, n)}
 		h.engines[r.Engine] = rg
 	}
-	if len(rg.pts) < h.size {
+	if len(rg.pts) < cap(rg.pts) {
 		rg.pts = append(rg.pts, p)
+		rg.ends = append(rg.ends, r.WindowEndUnixNano)
 		return
 	}
-	rg.pts[rg.next] = p
-	rg.next = (rg.next + 1) % h.size
+	rg.pts[rg.next], rg.ends[rg.next] = p, r.WindowEndUnixNano
+	rg.next = (rg.next + 1) % len(rg.pts)
 }
 
-// snapshot copies every engine's points, oldest first.
-func (h *history) snapshot() map[string][]regress.Point {
+// earliest returns the earliest window end held; 0 when empty.
+func (h *history) earliest() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out int64
+	for _, rg := range h.engines {
+		for _, e := range rg.ends {
+			if out == 0 || e < out {
+				out = e
+			}
+		}
+	}
+	return out
+}
+
+// snapshot copies, for every engine, its newest size points of windows
+// ending at or before upTo, oldest first.
+func (h *history) snapshot(upTo int64) map[string][]regress.Point {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	out := make(map[string][]regress.Point, len(h.engines))
 	for e, rg := range h.engines {
-		pts := make([]regress.Point, 0, len(rg.pts))
-		pts = append(pts, rg.pts[rg.next:]...)
-		out[e] = append(pts, rg.pts[:rg.next]...)
+		var pts []regress.Point
+		n := len(rg.pts)
+		for i := range n {
+			j := (rg.next + i) % n
+			if rg.ends[j] <= upTo {
+				pts = append(pts, rg.pts[j])
+			}
+		}
+		if len(pts) > h.size {
+			pts = pts[len(pts)-h.size:]
+		}
+		if len(pts) > 0 {
+			out[e] = pts
+		}
 	}
 	return out
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -14,7 +16,9 @@ import (
 	"github.com/ilb-router/ilb/streams/kafka"
 )
 
-// profileLoop refits every ProfileInterval, or at once when Refit asks.
+// profileLoop refits every ProfileInterval (wall clock), or at once when
+// Refit asks. With the event clock the consumer loop refits instead
+// (fitDueLocked) and this loop is not run.
 func (a *Aggregator) profileLoop(ctx context.Context, cl *kgo.Client) error {
 	t := time.NewTicker(a.cfg.ProfileInterval)
 	defer t.Stop()
@@ -25,18 +29,93 @@ func (a *Aggregator) profileLoop(ctx context.Context, cl *kgo.Client) error {
 		case <-t.C:
 		case <-a.refit:
 		}
-		a.fitProfiles(ctx, cl)
+		fctx, span := a.tracer.Start(ctx, "aggregator.fit")
+		if rec, err := a.fitProfiles(fctx, math.MaxInt64, a.now()); err != nil {
+			a.cnt.publishFailed.Add(1)
+			a.log.Warn("aggregator: profiles; will retry", "err", err)
+		} else if rec != nil {
+			if err := a.produceProfiles(fctx, cl, rec); err != nil {
+				a.cnt.publishFailed.Add(1)
+				a.log.Warn("aggregator: publish profiles; will retry", "err", err)
+			} else {
+				a.pending = false
+			}
+		}
+		span.End()
 	}
 }
 
-// fitProfiles refits every engine and SKU from the history, and publishes
-// the profile table when a fit was accepted (or an earlier publish
-// failed).
-func (a *Aggregator) fitProfiles(ctx context.Context, cl *kgo.Client) {
-	ctx, span := a.tracer.Start(ctx, "aggregator.fit")
-	defer span.End()
-	now := a.now()
-	results, accepted := a.prof.fit(a.hist.snapshot(), now)
+// fitDueLocked is the event clock's refit, called by the consumer loop
+// after each batch with a.mu held: it fits at every multiple of
+// ProfileInterval that the emitted windows of every owned partition have
+// reached (the first one at or after the earliest window held), on the
+// windows ending by then, and queues each resulting profiles record with
+// the features, so it is published, and offsets committed, with them. A
+// Refit request fits at once on every window emitted.
+func (a *Aggregator) fitDueLocked(ctx context.Context) {
+	var at []int64
+	if reached, ok := a.emittedLocked(); ok {
+		step := int64(a.cfg.ProfileInterval)
+		if first := a.hist.earliest(); a.nextFit == 0 && first > 0 {
+			a.nextFit = (first + step - 1) / step * step
+		}
+		for ; a.nextFit > 0 && a.nextFit <= reached; a.nextFit += step {
+			at = append(at, a.nextFit)
+		}
+	}
+	select {
+	case <-a.refit:
+		// An operator's refit: on everything emitted so far.
+		var newest int64
+		for _, e := range a.emitted {
+			newest = max(newest, e)
+		}
+		if newest > 0 && (len(at) == 0 || at[len(at)-1] != newest) {
+			at = append(at, newest)
+		}
+	default:
+	}
+	for _, t := range at {
+		fctx, span := a.tracer.Start(ctx, "aggregator.fit")
+		rec, err := a.fitProfiles(fctx, t, time.Unix(0, t))
+		if err != nil {
+			a.log.Warn("aggregator: profiles", "err", err)
+		}
+		if rec != nil {
+			rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: schemas.HeaderAsOf, Value: strconv.AppendInt(nil, t, 10)})
+			a.core.outbox = append(a.core.outbox, rec)
+			a.pending = false
+		}
+		span.End()
+	}
+}
+
+// emittedLocked returns the window end that every owned partition which
+// has applied events has emitted up to; false while one of them has
+// emitted nothing.
+func (a *Aggregator) emittedLocked() (int64, bool) {
+	var low int64
+	for p, ps := range a.core.parts {
+		if ps.maxEventNs == 0 {
+			continue
+		}
+		e, ok := a.emitted[p]
+		if !ok {
+			return 0, false
+		}
+		if low == 0 || e < low {
+			low = e
+		}
+	}
+	return low, low > 0
+}
+
+// fitProfiles refits every engine and SKU on the windows ending by upTo,
+// stamping accepted fits with at, and returns the profiles record to
+// publish when a fit was accepted (or an earlier publish failed); nil
+// when there is nothing to publish.
+func (a *Aggregator) fitProfiles(ctx context.Context, upTo int64, at time.Time) (*kgo.Record, error) {
+	results, accepted := a.prof.fit(a.hist.snapshot(upTo), at)
 	for _, r := range results {
 		if r.Accepted {
 			continue
@@ -51,37 +130,39 @@ func (a *Aggregator) fitProfiles(ctx context.Context, cl *kgo.Client) {
 	a.pending = a.pending || accepted
 	a.storeProfilesView()
 	if !a.pending {
-		return
+		return nil, nil
 	}
-	if err := a.publishProfiles(ctx, cl, now); err != nil {
-		a.cnt.publishFailed.Add(1)
-		a.log.Warn("aggregator: publish profiles; will retry", "err", err)
-		return
-	}
-	a.pending = false
+	return a.profilesRecord(ctx, at)
 }
 
-func (a *Aggregator) publishProfiles(ctx context.Context, cl *kgo.Client, now time.Time) error {
+// profilesRecord encodes the profile table as an ilb.profiles record (and
+// writes it to the profiles file); nil when the table is empty.
+func (a *Aggregator) profilesRecord(ctx context.Context, at time.Time) (*kgo.Record, error) {
 	table := a.prof.table()
 	if len(table) == 0 {
-		return nil
+		return nil, nil
 	}
 	batch := schemas.ProfilesToRecord(nil, table)
 	defer batch.Release()
 	if a.profFile != nil {
-		if err := a.profFile.write(batch, now); err != nil {
+		if err := a.profFile.write(batch, a.now()); err != nil {
 			a.log.Error("aggregator: profiles file", "err", err)
 		}
 	}
 	value, err := arrowipc.EncodeStream(schemas.ProfileSchema, batch)
 	if err != nil {
-		return fmt.Errorf("aggregator: encode profiles: %w", err)
+		return nil, fmt.Errorf("aggregator: encode profiles: %w", err)
 	}
 	rec := &kgo.Record{
-		Topic: a.cfg.ProfilesTopic, Key: []byte(ProfilesKey), Value: value, Timestamp: now,
+		Topic: a.cfg.ProfilesTopic, Key: []byte(ProfilesKey), Value: value, Timestamp: at,
 		Headers: []kgo.RecordHeader{{Key: schemas.HeaderSchema, Value: []byte(schemas.ProfileSchemaVersion)}},
 	}
 	kafka.InjectTrace(ctx, a.prop, rec)
+	return rec, nil
+}
+
+// produceProfiles publishes rec and waits for the acknowledgement.
+func (a *Aggregator) produceProfiles(ctx context.Context, cl *kgo.Client, rec *kgo.Record) error {
 	pctx, cancel := context.WithTimeout(ctx, a.cfg.PublishTimeout)
 	defer cancel()
 	if err := cl.ProduceSync(pctx, rec).FirstErr(); err != nil {

@@ -61,7 +61,7 @@ func TestProfilerRecoversKnownProfile(t *testing.T) {
 	}
 	pr := newProfiler(cfg)
 	now := time.Unix(0, base)
-	results, accepted := pr.fit(h.snapshot(), now)
+	results, accepted := pr.fit(h.snapshot(math.MaxInt64), now)
 	if !accepted {
 		t.Fatalf("nothing accepted: %+v", results)
 	}

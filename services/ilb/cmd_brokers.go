@@ -24,7 +24,7 @@ func cmdBrokers(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&cfg.KafkaAdvertiseHost, "kafka-advertise-host", "", "host the Kafka broker tells clients to connect to (default: the listen host, or 127.0.0.1 for all interfaces)")
 	fs.StringVar(&cfg.NATSListen, "nats-listen", cfg.NATSListen, "host:port of the NATS server (port 0: any free port)")
 	fs.StringVar(&cfg.DataDir, "data-dir", "", "directory keeping broker state across restarts (default: none, state in memory)")
-	fs.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "partitions of the pre-created topics ilb.signals, ilb.signals.dlq, ilb.features")
+	fs.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "partitions of the pre-created topics ilb.signals, ilb.signals.dlq, ilb.features, ilb.profiles")
 	fs.BoolVar(&cfg.SyncAlways, "sync-always", false, "fsync every write (no acknowledged write lost on a machine crash; slower)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "longest wait for the brokers to stop")
 	level := fs.String("log-level", "warn", "broker log level: debug, info, warn or error (to stderr)")

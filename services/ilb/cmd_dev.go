@@ -50,6 +50,8 @@ type devFlags struct {
 	logLevel     string
 	printFleet   bool
 	shutdownWait time.Duration
+	window       time.Duration
+	profileEvery time.Duration
 }
 
 func cmdDev(ctx context.Context, e *env, args []string) error {
@@ -69,6 +71,8 @@ func cmdDev(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&f.logLevel, "log-level", "warn", "log level of the services: debug, info, warn or error (to stderr)")
 	fs.BoolVar(&f.printFleet, "print-fleet", false, "print the built-in example fleet file and exit")
 	fs.DurationVar(&f.shutdownWait, "shutdown-timeout", 10*time.Second, "longest wait for the services to stop on Ctrl-C")
+	fs.DurationVar(&f.window, "window", 10*time.Second, "the aggregator's feature window (the optimizer solves once per window): shorter reacts sooner on noisier features")
+	fs.DurationVar(&f.profileEvery, "profile-interval", 30*time.Second, "how often (event time) the aggregator refits the latency profiles")
 	if err := parseFlags(fs, e, args); err != nil {
 		return err
 	}

@@ -150,6 +150,7 @@ func (d *devFleet) buildAggregator() error {
 	cfg := aggregator.DefaultConfig()
 	cfg.Kafka = d.kafkaConfig("ilb-dev-aggregator")
 	cfg.ConfigFromFleet(d.plan.fleet)
+	cfg.Window, cfg.ProfileInterval = d.plan.window, d.plan.profileEvery
 	agg, err := aggregator.New(cfg, aggregator.Deps{Logger: d.log.With("service", "aggregator"),
 		Tracer: d.tel.Tracer, Meter: d.tel.Meter, Health: d.health})
 	if err != nil {

@@ -19,11 +19,16 @@ import (
 	"github.com/ilb-router/ilb/streams/kafka"
 )
 
-// TopicProfiles is the default Kafka topic of the aggregator's fitted
-// profiles: each record's value is an Arrow IPC stream of one profile
-// table (schemas.ProfileSchema), key "profiles". It belongs in schemas
-// next to TopicFeatures; it is defined here until it moves there.
-const TopicProfiles = "ilb.profiles"
+// TopicProfiles is the default Kafka topic of fitted profiles: each record
+// is key "profiles", value an Arrow IPC stream of one schemas.ProfileSchema
+// batch holding every profile the publishing aggregator currently stands by.
+const TopicProfiles = schemas.TopicProfiles
+
+// Clocks of Config.Clock.
+const (
+	ClockEvent = "event"
+	ClockWall  = "wall"
+)
 
 // LeaseKey is the key of the leader lease in the weights bucket. It is
 // not a cluster: Config.Validate rejects a fleet with a cluster of that
@@ -54,6 +59,20 @@ type Config struct {
 	// it; 0 turns leader election off (every instance publishes, and the
 	// manifest compare-and-swap alone keeps versions consistent).
 	LeaseDuration time.Duration
+
+	// Clock says what drives the solves. ClockEvent (the default): one
+	// solve per feature window, once that window is complete (every engine
+	// of the previous window has reported, a row two windows later
+	// arrived, or TickWait of wall time passed), on exactly the rows of
+	// that window and the profiles fitted a window before it; so a replay
+	// of a recorded signal stream publishes the weights the live run did
+	// (README.md, Clock). ClockWall: solve SettleDelay after new input
+	// arrives, at most every MinInterval, and re-solve every MaxInterval
+	// without input.
+	Clock string
+	// TickWait is how long (wall time) the event clock waits for the rest
+	// of a window's rows once its first row arrived.
+	TickWait time.Duration
 
 	// MinInterval is the least time between two solves; triggers in
 	// between are coalesced. MaxInterval is the most: a solve (and a
@@ -134,6 +153,8 @@ func DefaultConfig(fleet *schemas.Fleet) Config {
 		Bucket:                schemas.BucketWeights,
 		BucketReplicas:        1,
 		LeaseDuration:         10 * time.Second,
+		Clock:                 ClockEvent,
+		TickWait:              2 * time.Second,
 		MinInterval:           2 * time.Second,
 		MaxInterval:           30 * time.Second,
 		SettleDelay:           200 * time.Millisecond,
@@ -219,6 +240,10 @@ func (c Config) validateTiming() error {
 		return fmt.Errorf("settle delay %v: want 0 to the max interval", c.SettleDelay)
 	case c.LeaseDuration != 0 && c.LeaseDuration < 300*time.Millisecond:
 		return fmt.Errorf("lease duration %v: want 0 (off) or at least 300ms", c.LeaseDuration)
+	case c.Clock != ClockEvent && c.Clock != ClockWall:
+		return fmt.Errorf("clock %q: want %q or %q", c.Clock, ClockEvent, ClockWall)
+	case c.TickWait <= 0:
+		return fmt.Errorf("tick wait %v must be positive", c.TickWait)
 	case c.PublishTimeout <= 0:
 		return fmt.Errorf("publish timeout %v must be positive", c.PublishTimeout)
 	case c.HistoryLen < 1:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -82,7 +83,7 @@ func (o *Optimizer) handleRecord(ctx context.Context, r *kgo.Record, decode func
 	}
 	span := trace.SpanContextFromContext(kafka.ExtractTrace(ctx, o.prop, r))
 	select {
-	case o.inbox <- input{features: fs, profiles: ps, span: span}:
+	case o.inbox <- input{features: fs, profiles: ps, asOf: asOf(r, ps), span: span}:
 		return true
 	case <-ctx.Done():
 		return false
@@ -122,4 +123,22 @@ func decodeTable[T any](r *kgo.Record, version string, rows func(arrow.RecordBat
 		out = append(out, got...)
 	}
 	return out, nil
+}
+
+// asOf is the event time of the windows a profiles record's fits saw: its
+// schemas.HeaderAsOf header (aggregators on the event clock set it), else
+// the latest fitted_at of its rows.
+func asOf(r *kgo.Record, rows []schemas.Profile) int64 {
+	for _, h := range r.Headers {
+		if h.Key == schemas.HeaderAsOf {
+			if v, err := strconv.ParseInt(string(h.Value), 10, 64); err == nil && v > 0 {
+				return v
+			}
+		}
+	}
+	var t int64
+	for _, p := range rows {
+		t = max(t, p.FittedAtUnixNano)
+	}
+	return t
 }

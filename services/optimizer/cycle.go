@@ -64,7 +64,16 @@ func (o *Optimizer) fail(span trace.Span, err error) {
 // shouldPublish: nothing is published yet, the last publish is
 // MaxInterval old, or some cluster's weights moved by MinChange or more.
 func (o *Optimizer) shouldPublish(res *solveResult) bool {
-	if o.prev.version == 0 || o.now().Sub(o.prev.at) >= o.cfg.MaxInterval {
+	if o.prev.version == 0 {
+		return true
+	}
+	if o.cfg.Clock == ClockEvent {
+		// MaxInterval of event time since this instance last published
+		// (never, for a new leader).
+		if o.prevAsOf == 0 || res.asOf-o.prevAsOf >= int64(o.cfg.MaxInterval) {
+			return true
+		}
+	} else if o.now().Sub(o.prev.at) >= o.cfg.MaxInterval {
 		return true
 	}
 	return res.changeFrom(&o.prev) >= o.cfg.MinChange
@@ -117,6 +126,7 @@ func (o *Optimizer) commit(ctx context.Context, res *solveResult, out []*schemas
 	}
 	o.prev = published{version: r.Version, manifestRev: r.ManifestRevision, at: r.CreatedAt,
 		snaps: snaps, tables: tables, solution: anchor(snaps, res.sol.ClusterPriceMs)}
+	o.prevAsOf = max(res.asOf, 1)
 	o.history = appendHistory(o.history, historyPoint(res, r), o.cfg.HistoryLen)
 	o.met.version.Record(ctx, int64(r.Version))
 	o.met.objective.Record(ctx, res.sol.ObjectiveMs)

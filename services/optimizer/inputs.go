@@ -30,6 +30,7 @@ const (
 	rejectUnknown = "unknown_name"   // engine or cluster not in the fleet file
 	rejectDecode  = "decode"         // the record does not decode
 	rejectSchema  = "unknown_schema" // the record's schema header is not ours
+	rejectFuture  = "future"         // a window ending more than 10 min after the optimizer's clock
 )
 
 func newInputs(fleet *schemas.Fleet) *inputs {

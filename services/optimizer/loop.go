@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/ilb-router/ilb/schemas"
 )
 
 // schedule decides when the next solve is due: SettleDelay after the
@@ -46,7 +48,7 @@ func (s *schedule) solved(t time.Time) {
 }
 
 // loop owns the solve state: it applies decoded input, coalesces
-// triggers, and runs a cycle whenever the schedule says one is due.
+// triggers, and runs a cycle whenever the clock says one is due.
 func (o *Optimizer) loop(ctx context.Context) error {
 	o.sched = schedule{minGap: o.cfg.MinInterval, maxGap: o.cfg.MaxInterval, settle: o.cfg.SettleDelay}
 	o.sched.markDirty(o.now()) // first solve: as soon as the backlog has had a moment
@@ -64,42 +66,120 @@ func (o *Optimizer) loop(ctx context.Context) error {
 			o.sched.markDirty(o.now())
 		case <-timer.C:
 		}
-		now := o.now()
-		if !now.Before(o.sched.due()) {
-			refresh := !o.sched.dirty()
-			o.sched.solved(now)
-			o.cycle(ctx, refresh)
-			now = o.now()
+		var next time.Time
+		if o.cfg.Clock == ClockEvent {
+			next = o.stepEvent(ctx)
+		} else {
+			next = o.stepWall(ctx)
 		}
-		timer.Reset(max(0, o.sched.due().Sub(now)))
+		timer.Reset(max(0, next.Sub(o.now())))
 	}
 }
 
-// apply folds one decoded record into the inputs; new data marks the
-// schedule dirty and remembers the record's trace for the solve's span.
+// stepWall solves when the schedule says so and returns when to look
+// again.
+func (o *Optimizer) stepWall(ctx context.Context) time.Time {
+	if now := o.now(); !now.Before(o.sched.due()) {
+		refresh := !o.sched.dirty()
+		o.sched.solved(now)
+		o.cycle(ctx, refresh)
+	}
+	return o.sched.due()
+}
+
+// stepEvent solves every complete window in order, then a trigger's
+// solve if one is due (the first solve, a new leader, a lost publish),
+// and returns when to look again. There is no solve without new windows
+// or triggers: when the signals stop, so do publishes, and the data
+// planes see their snapshots age.
+func (o *Optimizer) stepEvent(ctx context.Context) time.Time {
+	for {
+		end, ok := o.ticks.ready(o.now())
+		if !ok {
+			break
+		}
+		rows, profs := o.ticks.take(end)
+		o.in.addFeatures(rows)
+		o.in.addProfiles(profs)
+		o.countRejected()
+		o.sched.solved(o.now())
+		o.cycle(ctx, false)
+	}
+	if o.sched.dirty() && !o.now().Before(o.sched.due()) {
+		o.sched.solved(o.now())
+		o.cycle(ctx, false)
+	}
+	next := o.ticks.deadline()
+	if o.sched.dirty() && (next.IsZero() || o.sched.due().Before(next)) {
+		next = o.sched.due()
+	}
+	if next.IsZero() {
+		next = o.now().Add(o.cfg.MaxInterval) // nothing to wait for; wake up anyway
+	}
+	return next
+}
+
+// apply folds one decoded record into the inputs (wall clock) or queues
+// it for its window (event clock); new data marks the schedule dirty and
+// remembers the record's trace for the solve's span.
 func (o *Optimizer) apply(in input) {
 	changed := false
-	if len(in.features) > 0 {
-		changed = o.in.addFeatures(in.features)
+	if o.cfg.Clock == ClockEvent {
+		if late := o.ticks.addFeatures(o.admit(in.features), o.now()); len(late) > 0 {
+			o.in.addFeatures(late)
+			o.met.lateRows.Add(context.Background(), int64(len(late)))
+		}
+		o.ticks.addProfiles(in.asOf, in.profiles)
+	} else {
+		if len(in.features) > 0 {
+			changed = o.in.addFeatures(in.features)
+		}
+		if len(in.profiles) > 0 {
+			changed = o.in.addProfiles(in.profiles) || changed
+		}
 	}
-	if len(in.profiles) > 0 {
-		changed = o.in.addProfiles(in.profiles) || changed
+	o.countRejected()
+	if changed {
+		o.sched.markDirty(o.now())
 	}
-	for reason, n := range o.in.rejected {
-		o.met.inputsRejected(context.Background(), reason, n)
-		delete(o.in.rejected, reason)
-	}
-	if !changed {
-		return
-	}
-	o.sched.markDirty(o.now())
-	if !in.span.IsValid() {
+	if !in.span.IsValid() || (!changed && o.cfg.Clock != ClockEvent) {
 		return
 	}
 	if o.parent.IsValid() && len(o.links) < maxLinks {
 		o.links = append(o.links, trace.Link{SpanContext: o.parent})
 	}
 	o.parent = in.span
+}
+
+// admit drops (and counts) the rows the inputs would refuse, and rows
+// that claim windows ending more than maxFuture ahead of the wall clock:
+// one such row would otherwise hold the event clock hostage.
+func (o *Optimizer) admit(rows []schemas.Feature) []schemas.Feature {
+	out := rows[:0:0]
+	limit := o.now().Add(maxFuture).UnixNano()
+	for _, r := range rows {
+		switch {
+		case r.Validate() != nil:
+			o.in.rejected[rejectInvalid]++
+		case !o.in.known(r.Engine, r.Cluster):
+			o.in.rejected[rejectUnknown]++
+		case r.WindowEndUnixNano > limit:
+			o.in.rejected[rejectFuture]++
+		default:
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// maxFuture is how far ahead of the optimizer's clock a window may end.
+const maxFuture = 10 * time.Minute
+
+func (o *Optimizer) countRejected() {
+	for reason, n := range o.in.rejected {
+		o.met.inputsRejected(context.Background(), reason, n)
+		delete(o.in.rejected, reason)
+	}
 }
 
 // runLease keeps trying to hold the leader lease, renewing it every third

@@ -35,6 +35,7 @@ type metrics struct {
 	demand        metric.Float64Gauge     // ilb_optimizer_demand_rps{cluster}
 	capacity      metric.Float64Gauge     // ilb_optimizer_capacity_rps{engine}
 	leader        metric.Int64Gauge       // ilb_optimizer_leader
+	lateRows      metric.Int64Counter     // ilb_optimizer_late_rows_total
 }
 
 func newMetrics(mp metric.MeterProvider) (*metrics, error) {
@@ -42,7 +43,7 @@ func newMetrics(mp metric.MeterProvider) (*metrics, error) {
 		mp = noop.NewMeterProvider()
 	}
 	m := mp.Meter("github.com/ilb-router/ilb/services/optimizer")
-	var errs [11]error
+	var errs [12]error
 	var x metrics
 	x.solveDuration, errs[0] = m.Float64Histogram("ilb.optimizer.solve_duration", metric.WithUnit("s"),
 		metric.WithDescription("Wall time of one solve, inputs read to weights out."),
@@ -67,6 +68,8 @@ func newMetrics(mp metric.MeterProvider) (*metrics, error) {
 		metric.WithDescription("Derated capacity of each engine in the last solve, requests per second."))
 	x.leader, errs[10] = m.Int64Gauge("ilb.optimizer.leader",
 		metric.WithDescription("1 while this instance holds the leader lease (or election is off)."))
+	x.lateRows, errs[11] = m.Int64Counter("ilb.optimizer.late_rows",
+		metric.WithDescription("Feature rows that arrived after the event clock solved their window; they count from the next solve."))
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, err
 	}

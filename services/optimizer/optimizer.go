@@ -52,8 +52,10 @@ type Optimizer struct {
 
 	// Owned by the solve loop.
 	in        *inputs
+	ticks     *ticks // the event clock's queue (ClockEvent)
 	dem       *demand
 	prev      published
+	prevAsOf  int64 // asOf of this instance's last publish (1 when it had none)
 	sched     schedule
 	parent    trace.SpanContext // latest record that triggered the next solve
 	links     []trace.Link      // the others
@@ -66,6 +68,7 @@ type Optimizer struct {
 type input struct {
 	features []schemas.Feature
 	profiles []schemas.Profile
+	asOf     int64 // profiles: event time of the windows the fit saw
 	span     trace.SpanContext
 }
 
@@ -92,7 +95,7 @@ func New(cfg Config, deps Deps) (*Optimizer, error) {
 	o := &Optimizer{
 		cfg: cfg, deps: deps, met: met, log: deps.Logger, now: deps.Now, prop: deps.Propagator,
 		health: deps.Health, inbox: make(chan input, inboxSize), trigger: make(chan struct{}, 1),
-		in: newInputs(cfg.Fleet), dem: newDemand(cfg.Demand),
+		in: newInputs(cfg.Fleet), ticks: newTicks(cfg.Fleet, cfg.TickWait), dem: newDemand(cfg.Demand),
 	}
 	o.setDefaults()
 	o.handler = o.newHandler()

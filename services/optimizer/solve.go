@@ -15,6 +15,7 @@ import (
 // cluster would be published.
 type solveResult struct {
 	at       time.Time
+	asOf     int64 // newest window end the solve saw (unix ns); 0: none
 	problem  *optimize.Problem
 	sol      *optimize.Solution
 	caps     []engineCap
@@ -60,7 +61,7 @@ func (o *Optimizer) solve(at time.Time) (*solveResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &solveResult{at: at, problem: p, sol: sol, caps: caps, demand: dem,
+	return &solveResult{at: at, asOf: o.in.newestEnd, problem: p, sol: sol, caps: caps, demand: dem,
 		observed: maps.Clone(o.dem.observed), plans: plans, digest: digest(p)}, nil
 }
 
@@ -93,6 +94,9 @@ func (r *solveResult) snapshots() []*schemas.Snapshot {
 	out := make([]*schemas.Snapshot, 0, len(r.plans))
 	for _, pl := range r.plans {
 		s := &schemas.Snapshot{Cluster: pl.cluster, Weights: pl.weights, ShedFraction: pl.shed, InputsDigest: r.digest}
+		if r.asOf > 0 {
+			s.InputsAsOf = time.Unix(0, r.asOf).UTC()
+		}
 		if pl.table != nil {
 			slots, engines, enc, data := pl.table.Encode()
 			s.Table = &schemas.SnapshotTable{Slots: slots, Encoding: enc, Engines: engines, Data: data}

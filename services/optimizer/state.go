@@ -19,10 +19,16 @@ type State struct {
 	Gap         float64   `json:"gap"`
 	// WeightChurn is the solver's mean total variation from the previous
 	// solution.
-	WeightChurn  float64        `json:"weight_churn"`
-	InputsDigest string         `json:"inputs_digest,omitempty"`
-	Clusters     []ClusterState `json:"clusters"`
-	Engines      []EngineState  `json:"engines"`
+	WeightChurn  float64 `json:"weight_churn"`
+	InputsDigest string  `json:"inputs_digest,omitempty"`
+	// Clock is the configured clock (event or wall); InputsAsOf the end
+	// of the newest feature window the last solve saw; LateRows counts
+	// rows that arrived after the event clock had solved their window.
+	Clock      string         `json:"clock"`
+	InputsAsOf time.Time      `json:"inputs_as_of,omitzero"`
+	LateRows   uint64         `json:"late_rows"`
+	Clusters   []ClusterState `json:"clusters"`
+	Engines    []EngineState  `json:"engines"`
 	// History holds the last Config.HistoryLen published versions, oldest
 	// first.
 	History []HistoryPoint `json:"history"`
@@ -89,7 +95,7 @@ func (o *Optimizer) storeState() {
 		ID: o.cfg.ID, Leader: o.leading(), Version: o.prev.version, PublishedAt: o.prev.at,
 		History: o.history, Solves: o.counts.Solves, Publishes: o.counts.Publishes,
 		Conflicts: o.counts.Conflicts, Rejected: o.counts.Rejected, LastError: o.counts.LastError,
-		Clusters: []ClusterState{}, Engines: []EngineState{},
+		Clusters: []ClusterState{}, Engines: []EngineState{}, Clock: o.cfg.Clock, LateRows: o.ticks.late,
 	}
 	if st.History == nil {
 		st.History = []HistoryPoint{}
@@ -99,6 +105,9 @@ func (o *Optimizer) storeState() {
 	}
 	if r := o.lastSolve; r != nil {
 		st.SolvedAt, st.SolveMs, st.InputsDigest = r.at, r.solveMs, r.digest
+		if r.asOf > 0 {
+			st.InputsAsOf = time.Unix(0, r.asOf).UTC()
+		}
 		st.ObjectiveMs, st.Gap, st.WeightChurn = r.sol.ObjectiveMs, r.sol.Gap, r.sol.WeightChurn
 		st.Clusters = clusterStates(r)
 		st.Engines = engineStates(r)

@@ -14,7 +14,7 @@ import (
 // DefaultTopics are the Kafka topics Start pre-creates unless Config.Topics
 // says otherwise.
 func DefaultTopics() []string {
-	return []string{schemas.TopicSignals, schemas.TopicSignalsDLQ, schemas.TopicFeatures}
+	return []string{schemas.TopicSignals, schemas.TopicSignalsDLQ, schemas.TopicFeatures, schemas.TopicProfiles}
 }
 
 // Config says which brokers to run and where.
