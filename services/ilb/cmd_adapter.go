@@ -3,14 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/ilb-router/ilb/services/adapter"
 	svcrun "github.com/ilb-router/ilb/services/internal/run"
-	"github.com/ilb-router/ilb/services/internal/telemetry"
 )
 
 const adapterAbout = `Scrapes real engines' Prometheus metrics (vLLM, or SGLang) every --interval
@@ -38,22 +35,20 @@ func cmdAdapter(ctx context.Context, e *env, args []string) error {
 	fs.DurationVar(&cfg.ScrapeTimeout, "scrape-timeout", cfg.ScrapeTimeout, "bound on one scrape")
 	fs.StringVar(&cfg.Topic, "topic", cfg.Topic, "Kafka topic of the signal events")
 	httpAddr := fs.String("http", "", "serve the adapter's own /metrics and /healthz here (default: off)")
+	sf := addServiceFlags(fs, "ilb-adapter")
 	if err := parseFlags(fs, e, args); err != nil {
 		return err
 	}
 	if err := adapterConfig(&cfg, kf, targets, *kind); err != nil {
 		return err
 	}
-	tel, err := telemetry.Setup(ctx, telemetry.DefaultConfig("ilb-adapter"))
+	sv, err := sf.start(ctx, e)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = tel.Shutdown(sctx)
-	}()
-	cfg.Logger = slog.New(slog.NewTextHandler(e.stderr, nil))
+	defer sv.close()
+	tel := sv.tel
+	cfg.Logger = sv.log
 	cfg.MeterProvider, cfg.TracerProvider = tel.Meter, tel.Tracer
 	a, err := adapter.New(cfg)
 	if err != nil {

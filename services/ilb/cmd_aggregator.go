@@ -3,14 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"os"
 	"time"
 
 	"github.com/ilb-router/ilb/schemas"
 	"github.com/ilb-router/ilb/services/aggregator"
 	svcrun "github.com/ilb-router/ilb/services/internal/run"
-	"github.com/ilb-router/ilb/services/internal/telemetry"
 )
 
 const aggregatorAbout = `Runs the aggregator: it consumes engine signal events (ilb.signals) in a
@@ -35,8 +32,7 @@ func cmdAggregator(ctx context.Context, e *env, args []string) error {
 	kf := addKafkaFlags(fs)
 	fleet := fs.String("fleet", "", "fleet file (YAML): max batch, SKUs, replicas, TTFT SLO; required")
 	httpAddr := fs.String("http", "", "HTTP listen address for /healthz, /metrics, /v1/features, /v1/profiles (default: none)")
-	otlp := fs.String("otlp", os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT"), "OTLP/HTTP endpoint for traces (default $OTEL_EXPORTER_OTLP_ENDPOINT)")
-	level := fs.String("log-level", "info", "log level: debug, info, warn or error (to stderr)")
+	sf := addServiceFlags(fs, "ilb-aggregator")
 	fs.StringVar(&cfg.Group, "group", cfg.Group, "Kafka consumer group; instances in one group split the partitions")
 	fs.DurationVar(&cfg.Window, "window", cfg.Window, "window length")
 	fs.DurationVar(&cfg.Hop, "hop", 0, "distance between window starts: 0 for tumbling windows, less than --window (dividing it) for hopping ones")
@@ -62,9 +58,8 @@ func cmdAggregator(ctx context.Context, e *env, args []string) error {
 		return badInput("--fleet: %v", err)
 	}
 	cfg.ConfigFromFleet(f)
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(*level)); err != nil {
-		return badInput("--log-level %q: want debug, info, warn or error", *level)
+	if _, err := sf.logger(e); err != nil {
+		return err
 	}
 	if cfg.Kafka, err = kf.config("ilb-aggregator"); err != nil {
 		return err
@@ -72,22 +67,16 @@ func cmdAggregator(ctx context.Context, e *env, args []string) error {
 	if err := cfg.Validate(); err != nil {
 		return badInput("%v", err)
 	}
-	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: lv}))
-	return runAggregator(ctx, e, cfg, log, *httpAddr, *otlp)
+	return runAggregator(ctx, e, cfg, sf, *httpAddr)
 }
 
-func runAggregator(ctx context.Context, e *env, cfg aggregator.Config, log *slog.Logger, httpAddr, otlp string) error {
-	tcfg := telemetry.DefaultConfig("ilb-aggregator")
-	tcfg.OTLPEndpoint = otlp
-	tel, err := telemetry.Setup(ctx, tcfg)
+func runAggregator(ctx context.Context, e *env, cfg aggregator.Config, sf *serviceFlags, httpAddr string) error {
+	sv, err := sf.start(ctx, e)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = tel.Shutdown(sctx)
-	}()
+	defer sv.close()
+	log, tel := sv.log, sv.tel
 	a, err := aggregator.New(cfg, aggregator.Deps{Logger: log, Tracer: tel.Tracer, Meter: tel.Meter, Metrics: tel.MetricsHandler()})
 	if err != nil {
 		return badInput("%v", err)

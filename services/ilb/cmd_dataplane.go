@@ -4,15 +4,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log/slog"
-	"os"
 	"strings"
-	"time"
 
 	"github.com/ilb-router/ilb/schemas"
 	"github.com/ilb-router/ilb/services/dataplane"
 	svcrun "github.com/ilb-router/ilb/services/internal/run"
-	"github.com/ilb-router/ilb/services/internal/telemetry"
 	"github.com/ilb-router/ilb/streams/kv"
 )
 
@@ -53,8 +49,9 @@ func (l *namesFlag) Set(v string) error {
 type dataplaneFlags struct {
 	clusters, engines namesFlag
 	snapshot, fleet   string
-	httpAddr, otlp    string
+	httpAddr          string
 	noKafka           bool
+	svc               *serviceFlags
 	kafka             *kafkaFlags
 	nats              *natsFlags
 	set               map[string]bool // flags given on the command line
@@ -70,7 +67,7 @@ func cmdDataplane(ctx context.Context, e *env, args []string) error {
 	fs.Var(&f.engines, "engine", "engine base URL as NAME=URL (repeatable); overrides the fleet file")
 	fs.StringVar(&f.httpAddr, "http", "127.0.0.1:8080", "HTTP listen address")
 	fs.BoolVar(&f.noKafka, "no-kafka", false, "read no engine status from Kafka")
-	fs.StringVar(&f.otlp, "otlp", os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT"), "OTLP/HTTP endpoint for traces (default $OTEL_EXPORTER_OTLP_ENDPOINT)")
+	f.svc = addServiceFlags(fs, "ilb-dataplane")
 	fs.StringVar(&cfg.Bucket, "bucket", cfg.Bucket, "JetStream KV bucket of the weight snapshots")
 	fs.StringVar(&cfg.SignalsTopic, "signals-topic", cfg.SignalsTopic, "Kafka topic of engine status events")
 	fs.DurationVar(&cfg.StaleAfter, "stale-after", cfg.StaleAfter, "snapshot age past which the stale policy applies")
@@ -83,6 +80,9 @@ func cmdDataplane(ctx context.Context, e *env, args []string) error {
 	f.set = map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
 	if err := f.apply(&cfg); err != nil {
+		return err
+	}
+	if _, err := f.svc.logger(e); err != nil {
 		return err
 	}
 	return runDataplane(ctx, e, cfg, f)
@@ -142,18 +142,12 @@ func (f *dataplaneFlags) engineURLs(cfg *dataplane.Config) error {
 }
 
 func runDataplane(ctx context.Context, e *env, cfg dataplane.Config, f *dataplaneFlags) error {
-	tcfg := telemetry.DefaultConfig("ilb-dataplane")
-	tcfg.OTLPEndpoint = f.otlp
-	tel, err := telemetry.Setup(ctx, tcfg)
+	sv, err := f.svc.start(ctx, e)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = tel.Shutdown(sctx)
-	}()
-	log := slog.New(slog.NewTextHandler(e.stderr, nil))
+	defer sv.close()
+	log, tel := sv.log, sv.tel
 	deps := dataplane.Deps{Logger: log, Tracer: tel.Tracer, Meter: tel.Meter, Metrics: tel.MetricsHandler()}
 	if f.set["kafka"] || (f.set["nats"] && !f.noKafka) {
 		kc, err := f.kafka.config("ilb-dataplane")

@@ -3,13 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"strings"
-	"time"
 
 	"github.com/ilb-router/ilb/schemas"
 	"github.com/ilb-router/ilb/services/enginesim"
-	"github.com/ilb-router/ilb/services/internal/telemetry"
 )
 
 const engineSimAbout = `Runs simulated LLM engines from a fleet file (the built-in example fleet
@@ -33,6 +30,7 @@ func cmdEngineSim(ctx context.Context, e *env, args []string) error {
 	fleet := fs.String("fleet", "", "fleet file (YAML); default: the built-in example fleet")
 	engines := fs.String("engines", "", "comma-separated engines of the fleet to simulate (default: all)")
 	noKafka := fs.Bool("no-kafka", false, "publish no signals (serve HTTP only)")
+	sf := addServiceFlags(fs, "ilb-engine-sim")
 	fs.StringVar(&cfg.HTTPAddr, "http", cfg.HTTPAddr, "listen address of the engines' HTTP API")
 	fs.StringVar(&cfg.Topic, "topic", cfg.Topic, "Kafka topic of the signal events")
 	fs.DurationVar(&cfg.StatusInterval, "status-interval", cfg.StatusInterval, "period of each engine's status event")
@@ -46,16 +44,13 @@ func cmdEngineSim(ctx context.Context, e *env, args []string) error {
 	if err := engineSimConfig(&cfg, kf, *fleet, *engines, *noKafka); err != nil {
 		return err
 	}
-	tel, err := telemetry.Setup(ctx, telemetry.DefaultConfig("ilb-engine-sim"))
+	sv, err := sf.start(ctx, e)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = tel.Shutdown(sctx)
-	}()
-	cfg.Logger = slog.New(slog.NewTextHandler(e.stderr, nil))
+	defer sv.close()
+	tel := sv.tel
+	cfg.Logger = sv.log
 	cfg.MeterProvider, cfg.TracerProvider, cfg.MetricsHandler = tel.Meter, tel.Tracer, tel.MetricsHandler()
 	sim, err := enginesim.New(cfg)
 	if err != nil {

@@ -3,13 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
-	"time"
 
 	"github.com/ilb-router/ilb/schemas"
 	svcrun "github.com/ilb-router/ilb/services/internal/run"
-	"github.com/ilb-router/ilb/services/internal/telemetry"
 	"github.com/ilb-router/ilb/services/optimizer"
 	"github.com/ilb-router/ilb/streams/kafka"
 	"github.com/ilb-router/ilb/streams/kv"
@@ -37,7 +34,7 @@ func cmdOptimizer(ctx context.Context, e *env, args []string) error {
 	cfg := optimizer.DefaultConfig(nil)
 	fleet := fs.String("fleet", "", "fleet file (YAML); required")
 	httpAddr := fs.String("http", "", "HTTP listen address for /healthz, /v1/optimizer and /metrics (default: none)")
-	otlp := fs.String("otlp", os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT"), "OTLP/HTTP endpoint for traces (default $OTEL_EXPORTER_OTLP_ENDPOINT)")
+	sf := addServiceFlags(fs, "ilb-optimizer")
 	fs.StringVar(&cfg.ID, "id", defaultOptimizerID(), "name of this instance (lease holder, manifest leader); unique per instance")
 	fs.StringVar(&cfg.Clock, "clock", cfg.Clock, "what drives the solves: event (one solve per complete feature window, so a replayed recording gives the weights the live run did) or wall (solve when input arrives, at most every --min-interval, and every --max-interval without input)")
 	fs.DurationVar(&cfg.TickWait, "tick-wait", cfg.TickWait, "event clock: longest wait for the rest of a window's rows after its first arrived")
@@ -72,29 +69,27 @@ func cmdOptimizer(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	return runOptimizer(ctx, e, cfg, optimizerDeps{kafka: kc, nats: nc, httpAddr: *httpAddr, otlp: *otlp})
+	if _, err := sf.logger(e); err != nil {
+		return err
+	}
+	return runOptimizer(ctx, e, cfg, optimizerDeps{kafka: kc, nats: nc, httpAddr: *httpAddr, svc: sf})
 }
 
 // optimizerDeps are the connections cmdOptimizer resolved from flags.
 type optimizerDeps struct {
-	kafka          kafka.ClientConfig
-	nats           kv.Config
-	httpAddr, otlp string
+	kafka    kafka.ClientConfig
+	nats     kv.Config
+	httpAddr string
+	svc      *serviceFlags
 }
 
 func runOptimizer(ctx context.Context, e *env, cfg optimizer.Config, d optimizerDeps) error {
-	tcfg := telemetry.DefaultConfig("ilb-optimizer")
-	tcfg.OTLPEndpoint = d.otlp
-	tel, err := telemetry.Setup(ctx, tcfg)
+	sv, err := d.svc.start(ctx, e)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = tel.Shutdown(sctx)
-	}()
-	log := slog.New(slog.NewTextHandler(e.stderr, nil))
+	defer sv.close()
+	log, tel := sv.log, sv.tel
 	d.nats.RetryOnFailedConnect = true // start, and wait for NATS, rather than fail
 	d.nats.Logger = log
 	conn, js, err := kv.Connect(ctx, d.nats)

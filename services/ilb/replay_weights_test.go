@@ -227,4 +227,3 @@ func waitUntil(t *testing.T, within time.Duration, what string, ok func() bool) 
 		time.Sleep(200 * time.Millisecond)
 	}
 }
-
