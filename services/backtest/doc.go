@@ -8,15 +8,18 @@
 // and controller ticks. Engines are solver/engine's model, the one the
 // engine simulator drives in real time. The optimizer policy runs ilb's
 // own signal and weight path on the simulated signals: streams/window
-// features, solver/regress profiles, solver/optimize with the previous
-// solution, solver/sched tables and the data plane's guardrails, at the
-// cadence production would run them and without knowledge of the future.
+// features, solver/regress profiles, the solver/prior cold-start
+// profile, the optimizer service's demand estimate, derating and problem
+// (services/internal/routing), solver/optimize anchored on what is
+// published, solver/sched tables and the data plane's guardrails (routing
+// again), at the cadence production would run them and without knowledge
+// of the future.
 // The legacy controller (pid) and the simple policies (round-robin,
 // random, nearest, least-loaded, hash) run in the same loop. README.md
 // describes the policies, the trace mapping and the output.
 //
 // Trace readers (ReadTrace) take ilb's CSV, Mooncake JSONL and the Azure
-// LLM inference CSV, validate every line, and map requests to clusters and
+// LLM inference CSV, plain or gzip-compressed, validate every line, and map requests to clusters and
 // conversations deterministically (AssignConversations, AssignClusters).
 //
 // # Concurrency

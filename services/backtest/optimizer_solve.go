@@ -2,138 +2,95 @@ package backtest
 
 import (
 	"fmt"
-	"math"
-	"slices"
 
-	"github.com/ilb-router/ilb/solver/engine"
+	"github.com/ilb-router/ilb/services/internal/routing"
 	"github.com/ilb-router/ilb/solver/optimize"
-	"github.com/ilb-router/ilb/solver/sched"
+	"github.com/ilb-router/ilb/solver/prior"
 )
 
-// solve builds the problem from what is known now and installs the
-// solution's weights and shed fractions.
+// solveTolerance and maxNewtonSteps bound a solve, as the optimizer
+// service's defaults do.
+const (
+	solveTolerance = 1e-6
+	maxNewtonSteps = 2000
+)
+
+// solve builds the problem from what is known now, solves it from the
+// published solution, checks it, and publishes it (installs its weights,
+// shed fractions and tables) when some cluster moved by MinChange or
+// MaxInterval has passed: the optimizer service's cycle.
 func (p *optimizerPolicy) solve(s *sim) error {
-	prob := p.problem(s)
-	opt := optimize.DefaultOptions()
-	opt.Tolerance = solveTolerance
-	opt.Previous, opt.ChurnMs = p.prev, p.cfg.ChurnMs
-	sol, err := optimize.Solve(prob, opt)
+	prob, err := p.problem(s)
 	if err != nil {
 		return fmt.Errorf("backtest: optimizer: %w", err)
 	}
-	if err := checkSolution(prob, sol); err != nil {
-		return err
+	sol, err := optimize.Solve(prob, optimize.Options{Previous: p.prev, ChurnMs: p.cfg.ChurnMs,
+		Tolerance: solveTolerance, MaxNewtonSteps: maxNewtonSteps})
+	if err != nil {
+		return fmt.Errorf("backtest: optimizer: %w", err)
+	}
+	if err := routing.CheckSolution(prob, sol); err != nil {
+		return fmt.Errorf("backtest: optimizer: %w", err)
 	}
 	p.solves++
-	if p.prev != nil && s.now-p.publishedNs < int64(p.cfg.MaxInterval) && change(s, p.prev, sol) < p.cfg.MinChange {
+	weights := make(map[string]map[string]float64, len(s.fi.clusters))
+	shed := make(map[string]float64, len(s.fi.clusters))
+	for _, c := range s.fi.clusters {
+		weights[c], shed[c] = routing.Normalize(sol.Weights[c], sol.ShedFraction[c])
+	}
+	if p.prev != nil && s.now-p.publishedNs < int64(p.cfg.MaxInterval) && p.change(s, weights, shed) < p.cfg.MinChange {
 		return nil // too small a change to publish; the tables stay
 	}
-	p.prev, p.publishedNs = sol, s.now
-
 	for c, name := range s.fi.clusters {
-		w := make([]float64, len(s.fi.engines))
-		for en, v := range sol.Weights[name] {
-			if e, ok := s.fi.engineIndex(en); ok {
-				w[e] = v
-			}
-		}
-		if err := p.set(c, w, sol.ShedFraction[name]); err != nil {
+		if err := p.setWeights(c, weights[name], shed[name]); err != nil {
 			return err
 		}
 	}
+	p.published, p.pubShed, p.publishedNs = weights, shed, s.now
+	p.prev = routing.Anchor(weights, shed, sol.ClusterPriceMs)
 	return nil
 }
 
-// problem is the solver's input: observed demand, each available
-// engine's profile (fitted, else the engine-model prior for the observed
-// request shape), network times and eligibility from the fleet file.
-func (p *optimizerPolicy) problem(s *sim) *optimize.Problem {
-	f := s.fi.f
+// change is the largest move of a cluster from the published weights
+// (routing.Change).
+func (p *optimizerPolicy) change(s *sim, weights map[string]map[string]float64, shed map[string]float64) float64 {
+	worst := 0.0
+	for _, c := range s.fi.clusters {
+		worst = max(worst, routing.Change(p.published[c], p.pubShed[c], weights[c], shed[c]))
+	}
+	return worst
+}
+
+// problem is the solver's input (routing.BuildProblem): demand as
+// estimated (the prior before the first observation), each engine's
+// profile (fitted, else the engine-model prior for the observed request
+// shape) derated by its latest status, network times and eligibility
+// from the fleet file, and the observed mean answer length.
+func (p *optimizerPolicy) problem(s *sim) (*optimize.Problem, error) {
 	sh := p.shape.get()
-	prob := &optimize.Problem{
-		MeanOutputTokens: sh.outputTokens,
-		MaxUtilization:   f.MaxUtilization,
-		ShedPenaltyMs:    f.ShedPenaltyMs,
-		NetworkMs:        map[string]map[string]float64{},
-		Eligible:         map[string][]string{},
-	}
-	avail := make([]bool, len(s.fi.engines))
+	derate := routing.Derate(p.cfg.Derate, s.fi.f, p.last, p.newestEnd)
+	engines := make([]optimize.Engine, len(s.fi.engines))
 	for e, name := range s.fi.engines {
-		if avail[e] = p.available(s, e); avail[e] {
-			prob.Engines = append(prob.Engines, p.profile(name, s.fi.params[e], e, sh))
+		engines[e] = p.profile(s, e, sh)
+		engines[e].Name = name
+		engines[e].CapacityRps *= derate[e].Factor
+	}
+	demand := p.prior
+	if p.demand.Known() {
+		demand = make([]float64, len(s.fi.clusters))
+		for c := range demand {
+			demand[c] = p.demand.RPS(c)
 		}
 	}
-	for c, name := range s.fi.clusters {
-		prob.Clusters = append(prob.Clusters, optimize.Cluster{Name: name, DemandRps: p.demand[c]})
-		row := map[string]float64{}
-		elig := []string{}
-		for _, e := range s.fi.elig[c] {
-			if avail[e] {
-				row[s.fi.engines[e]] = s.fi.net[c][e]
-				elig = append(elig, s.fi.engines[e])
-			}
-		}
-		prob.NetworkMs[name], prob.Eligible[name] = row, elig
-	}
-	return prob
+	return routing.BuildProblem(s.fi.f, engines, demand, sh.OutputTokens)
 }
 
-// available is the derating of the optimizer service: an engine whose
-// latest status says unhealthy or without ready replicas gets no traffic.
-func (p *optimizerPolicy) available(s *sim, e int) bool {
-	r := p.last[e]
-	if r == nil {
-		return true
-	}
-	return r.Healthy && r.ReadyReplicas > 0
-}
-
-func (p *optimizerPolicy) profile(name string, pr engine.Params, e int, sh requestShape) optimize.Engine {
+// profile is engine e's fitted profile, else its prior for shape sh.
+func (p *optimizerPolicy) profile(s *sim, e int, sh prior.Shape) optimize.Engine {
 	if f := p.fitted[e]; f != nil {
-		return optimize.Engine{Name: name, CapacityRps: f.CapacityRPS,
+		return optimize.Engine{CapacityRps: f.CapacityRPS,
 			TTFT: optimize.TTFT{BaseMs: f.TTFTBaseMs, QueueMs: f.TTFTQueueMs},
 			TBOT: optimize.TBOT{BaseMs: f.TBOTBaseMs, SlopeMs: f.TBOTSlopeMs}}
 	}
-	return priorEngine(name, pr, sh)
-}
-
-// solveTolerance is the relative duality gap a solve stops at, as the
-// optimizer service runs it.
-const solveTolerance = 1e-6
-
-// maxSolutionGap is the largest relative duality gap of a solution the
-// optimizer publishes.
-const maxSolutionGap = 1e-3
-
-// checkSolution is the optimizer's validation before publishing: a
-// certified solution whose weights are finite, on eligible engines, and
-// sum with the shed fraction to 1.
-func checkSolution(p *optimize.Problem, sol *optimize.Solution) error {
-	if !(sol.Gap <= maxSolutionGap) {
-		return fmt.Errorf("backtest: optimizer: solution gap %.3g above %g", sol.Gap, maxSolutionGap)
-	}
-	for _, c := range p.Clusters {
-		sum := sol.ShedFraction[c.Name]
-		elig := p.Eligible[c.Name]
-		for e, w := range sol.Weights[c.Name] {
-			if !(w >= 0 && w <= 1) || !slices.Contains(elig, e) {
-				return fmt.Errorf("backtest: optimizer: cluster %q weight %v on engine %q", c.Name, w, e)
-			}
-			sum += w
-		}
-		if math.Abs(sum-1) > 1e-6 {
-			return fmt.Errorf("backtest: optimizer: cluster %q weights and shed sum to %v", c.Name, sum)
-		}
-	}
-	return nil
-}
-
-// change is the mean over clusters of the total variation between two
-// solutions' weights, the shed fraction counted as one more weight.
-func change(s *sim, a, b *optimize.Solution) float64 {
-	sum := 0.0
-	for _, c := range s.fi.clusters {
-		sum += sched.TotalVariation(a.Weights[c], b.Weights[c]) + math.Abs(a.ShedFraction[c]-b.ShedFraction[c])/2
-	}
-	return sum / float64(len(s.fi.clusters))
+	return prior.Profile(s.fi.engines[e], s.fi.params[e], sh)
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/ilb-router/ilb/services/internal/routing"
 	"github.com/ilb-router/ilb/solver/sched"
 )
 
@@ -12,19 +13,28 @@ import (
 // counts as ongoing, as in the data plane's default.
 const conversationIdle = 30 * time.Minute
 
+// newShareWindow is how far back the share of requests from new
+// conversations is measured, as in the data plane (one minute).
+const newShareWindow = time.Minute
+
 // tablePicker routes by weighted consistent hashing with the data plane's
-// guardrails: one sched.Table per cluster over its eligible engines,
-// updated with minimal churn when weights change; unhealthy engines are
-// skipped by sched's next choice; with a finite spill factor, a new
-// conversation avoids an engine already holding spill × its share of the
-// cluster's requests in flight (bounded loads); an ongoing conversation
-// spilled earlier stays where it went while its table engine is unchanged;
-// a shed fraction refuses new conversations first (sched.ShedKey).
+// guardrails (services/internal/routing, the rules the data plane runs):
+// one sched.Table per cluster, updated with minimal churn when weights
+// change; a shed fraction refuses new conversations first (routing.Shed);
+// an ongoing conversation spilled earlier goes back to where it went
+// while its table engine is unchanged (routing.Sticky); otherwise the
+// key's table engine, or sched's next choice, skipping unhealthy engines
+// and, for a new conversation with a finite spill factor, engines already
+// holding their bounded load of the cluster's requests (routing.Choose,
+// routing.Over, on the shares of routing.Shares).
 type tablePicker struct {
 	spill    float64 // 1+ε; +Inf: no spill
 	tables   []*sched.Table
 	toEngine [][]int32   // [c][table index] -> engine index
-	share    [][]float64 // [c][table index]: share of the table's slots
+	toIdx    [][]int32   // [c][engine] -> table index, -1 when not in the table
+	counts   [][]int     // [c][table index]: slots
+	share    [][]float64 // [c][table index]: bounded-load share
+	shareGen []uint64    // [c]: sim.healthGen the shares were computed at, +1
 	w        [][]float64 // [c][engine]: current weights
 	shed     []float64   // by cluster
 
@@ -33,38 +43,46 @@ type tablePicker struct {
 	primary, served []int16
 	lastNs          []int64
 
-	// new-conversation share per cluster over the last control interval.
-	fresh, reqs []int
+	// requests and new-conversation requests per cluster, per control
+	// interval over the last newShareWindow (a ring), and their share.
+	fresh, reqs [][]int
+	ring        int
 	newShare    []float64
 
-	c    int // cluster being picked for, read by skip
+	c    int // cluster being picked for, read by skip and full
 	s    *sim
-	over bool // whether skip applies the load bound
 	skip func(idx int) bool
+	full func(idx int) bool
 }
 
 func newTablePicker(s *sim, spill float64) *tablePicker {
 	nc, nconv := len(s.fi.clusters), len(s.w.convKey)
+	slots := max(1, int((newShareWindow+s.cfg.ControlInterval-1)/s.cfg.ControlInterval))
 	p := &tablePicker{
 		spill: spill, s: s,
-		tables: make([]*sched.Table, nc), toEngine: make([][]int32, nc), share: make([][]float64, nc),
+		tables: make([]*sched.Table, nc), toEngine: make([][]int32, nc), toIdx: make([][]int32, nc),
+		counts: make([][]int, nc), share: make([][]float64, nc), shareGen: make([]uint64, nc),
 		w: make([][]float64, nc), shed: make([]float64, nc),
 		primary: make([]int16, nconv), served: make([]int16, nconv), lastNs: make([]int64, nconv),
-		fresh: make([]int, nc), reqs: make([]int, nc), newShare: make([]float64, nc),
+		fresh: make([][]int, slots), reqs: make([][]int, slots), newShare: make([]float64, nc),
 	}
 	for i := range p.primary {
 		p.primary[i], p.served[i] = -1, -1
 	}
-	for c := range p.newShare {
-		p.newShare[c] = 1
+	for k := range p.fresh {
+		p.fresh[k], p.reqs[k] = make([]int, nc), make([]int, nc)
 	}
-	p.skip = p.skipEngine
+	for c := range p.newShare {
+		p.newShare[c] = 1 // as the data plane before any request
+	}
+	p.skip = p.unusable
+	p.full = p.over
 	return p
 }
 
 // set installs cluster c's weights (by engine index, eligible engines
-// only) and shed fraction, updating its table from the previous one. It
-// records the weight change for weight_churn unless it is the first.
+// only) and shed fraction, updating its table over the cluster's eligible
+// engines in fleet order: the legacy and static policies' tables.
 func (p *tablePicker) set(c int, w []float64, shed float64) error {
 	s := p.s
 	el := s.fi.elig[c]
@@ -75,26 +93,64 @@ func (p *tablePicker) set(c int, w []float64, shed float64) error {
 		names[k], ws[k] = s.fi.engines[e], w[e]
 		total += w[e]
 	}
+	var t *sched.Table
+	if total > 0 {
+		var err error
+		if t, err = sched.Rebalance(p.tables[c], names, ws); err != nil {
+			return fmt.Errorf("backtest: cluster %q table: %w", s.fi.clusters[c], err)
+		}
+	}
+	p.install(c, t, w, shed)
+	return nil
+}
+
+// setWeights installs cluster c's published weights (by engine name) and
+// shed fraction, with the table the optimizer service publishes for them
+// (routing.Table: engines with weight, in name order, minimal churn).
+func (p *tablePicker) setWeights(c int, weights map[string]float64, shed float64) error {
+	s := p.s
+	t, err := routing.Table(p.tables[c], weights)
+	if err != nil {
+		return fmt.Errorf("backtest: cluster %q table: %w", s.fi.clusters[c], err)
+	}
+	w := make([]float64, len(s.fi.engines))
+	for name, v := range weights {
+		if e, ok := s.fi.engineIndex(name); ok {
+			w[e] = v
+		}
+	}
+	p.install(c, t, w, shed)
+	return nil
+}
+
+// install makes t cluster c's table (nil: everything is shed). It
+// records the weight change for weight_churn unless it is the first.
+func (p *tablePicker) install(c int, t *sched.Table, w []float64, shed float64) {
+	s := p.s
 	if p.w[c] != nil {
 		s.rec.weightUpdate(p.w[c], w)
 	}
 	p.w[c], p.shed[c] = w, shed
-	if !(total > 0) {
-		p.tables[c] = nil // everything shed
-		return nil
-	}
-	t, err := sched.Rebalance(p.tables[c], names, ws)
-	if err != nil {
-		return fmt.Errorf("backtest: cluster %q table: %w", s.fi.clusters[c], err)
+	if t == nil {
+		p.tables[c] = nil
+		return
 	}
 	p.tables[c] = t
 	p.toEngine[c] = p.toEngine[c][:0]
+	if p.toIdx[c] == nil {
+		p.toIdx[c] = make([]int32, len(s.fi.engines))
+	}
+	for e := range p.toIdx[c] {
+		p.toIdx[c][e] = -1
+	}
 	for idx := range t.Len() {
 		e, _ := s.fi.engineIndex(t.Engine(idx))
 		p.toEngine[c] = append(p.toEngine[c], int32(e))
+		p.toIdx[c][e] = int32(idx)
 	}
-	p.share[c] = t.Weights()
-	return nil
+	p.counts[c] = t.Counts()
+	p.share[c] = make([]float64, t.Len())
+	p.shareGen[c] = 0 // recomputed at the next pick
 }
 
 func (p *tablePicker) weights(c int) []float64 { return p.w[c] }
@@ -104,36 +160,36 @@ func (p *tablePicker) pick(s *sim, i int) int {
 	c, conv := int(s.w.cluster[i]), s.w.conv[i]
 	h := s.w.convHash[conv]
 	ongoing := p.primary[conv] >= 0 && s.now-p.lastNs[conv] <= int64(conversationIdle)
-	p.reqs[c]++
+	p.reqs[p.ring][c]++
 	if !ongoing {
-		p.fresh[c]++
+		p.fresh[p.ring][c]++
 	}
 	t := p.tables[c]
-	if t == nil || p.shedKey(c, h, ongoing) {
+	if t == nil || routing.Shed(h, p.shed[c], p.newShare[c], ongoing) {
 		return pickShed
 	}
 	p.c, p.s = c, s
-	primary := int(p.toEngine[c][t.PickHash(h)])
-	if ongoing && int(p.primary[conv]) == primary {
-		if sv := int(p.served[conv]); sv != primary && s.healthy[sv] && p.w[c][sv] > 0 {
+	if p.shareGen[c] != s.healthGen+1 {
+		routing.Shares(p.share[c], p.counts[c], p.usable)
+		p.shareGen[c] = s.healthGen + 1
+	}
+	primaryIdx := t.PickHash(h)
+	primary := int(p.toEngine[c][primaryIdx])
+	if ongoing && routing.Sticky(int(p.primary[conv]), int(p.served[conv]), primary) {
+		if sv := int(p.served[conv]); p.toIdx[c][sv] >= 0 && p.share[c][p.toIdx[c][sv]] > 0 {
 			p.remember(conv, primary, sv)
 			return sv
 		}
 	}
-	p.over = !ongoing && !math.IsInf(p.spill, 1)
-	idx, ok := t.PickSkip(h, p.skip)
-	if !ok && p.over {
-		p.over = false
-		idx, ok = t.PickSkip(h, p.skip)
-	}
+	idx, ok := routing.Choose(t, h, ongoing, p.skip, p.full)
 	if !ok {
 		return pickNoEngine
 	}
 	e := int(p.toEngine[c][idx])
-	if e != primary && !s.healthy[primary] {
-		p.remember(conv, primary, primary) // back to it once it recovers
-	} else {
+	if routing.Spilled(idx, primaryIdx, s.healthy[primary]) {
 		p.remember(conv, primary, e) // a spill is remembered
+	} else {
+		p.remember(conv, primary, primary) // back to it once it recovers
 	}
 	return e
 }
@@ -142,58 +198,36 @@ func (p *tablePicker) remember(conv int32, primary, served int) {
 	p.primary[conv], p.served[conv], p.lastNs[conv] = int16(primary), int16(served), p.s.now
 }
 
-// skipEngine is PickSkip's skip for cluster p.c.
-func (p *tablePicker) skipEngine(idx int) bool {
+// usable reports whether table engine idx of cluster p.c may take requests.
+func (p *tablePicker) usable(idx int) bool { return p.s.healthy[p.toEngine[p.c][idx]] }
+
+// unusable is routing.Choose's skip for cluster p.c.
+func (p *tablePicker) unusable(idx int) bool { return !p.usable(idx) }
+
+// over is routing.Choose's full for cluster p.c: the engine holds its
+// bounded load of the cluster's requests in flight.
+func (p *tablePicker) over(idx int) bool {
 	s, c := p.s, p.c
-	e := p.toEngine[c][idx]
-	if !s.healthy[e] {
-		return true
-	}
-	if !p.over {
-		return false
-	}
-	// Bounded load: at least ⌈spill × share × (in flight + 1)⌉ of the
-	// cluster's requests already on this engine.
-	bound := math.Ceil(p.spill * p.share[c][idx] * float64(s.inflightC[c]+1))
-	return float64(s.inflightCE[c*len(s.fi.engines)+int(e)]) >= bound
-}
-
-// minShed is the smallest shed fraction acted on: solvers return
-// round-off (1e-16) where they mean zero.
-const minShed = 1e-6
-
-// shedKey applies the shed fraction to new conversations first, as the
-// data plane does: with a share n of requests from new conversations, new
-// ones are shed at f/n and ongoing ones at (f−n)/(1−n) when f > n. When no
-// new conversation was seen lately (n = 0), a new one is shed at f (the
-// data plane sheds every new one then).
-func (p *tablePicker) shedKey(c int, h uint64, ongoing bool) bool {
-	f := p.shed[c]
-	if !(f >= minShed) {
-		return false
-	}
-	if f >= 1 {
-		return true
-	}
-	n := min(max(p.newShare[c], 0), 1)
-	switch {
-	case !ongoing && n == 0:
-		return sched.ShedKey(h, f)
-	case !ongoing:
-		return sched.ShedKey(h, f/n)
-	}
-	return f > n && sched.ShedKey(h, (f-n)/(1-n))
+	e := int(p.toEngine[c][idx])
+	return routing.Over(p.spill, p.share[c][idx], int64(s.inflightCE[c*len(s.fi.engines)+e]), int64(s.inflightC[c]))
 }
 
 // rollShares updates each cluster's new-conversation share from the
-// requests since the last call.
+// requests of the last newShareWindow, and starts the next interval.
 func (p *tablePicker) rollShares() {
-	for c := range p.reqs {
-		if p.reqs[c] > 0 {
-			p.newShare[c] = float64(p.fresh[c]) / float64(p.reqs[c])
+	for c := range p.newShare {
+		reqs, fresh := 0, 0
+		for k := range p.reqs {
+			reqs += p.reqs[k][c]
+			fresh += p.fresh[k][c]
 		}
-		p.fresh[c], p.reqs[c] = 0, 0
+		if reqs > 0 {
+			p.newShare[c] = float64(fresh) / float64(reqs)
+		}
 	}
+	p.ring = (p.ring + 1) % len(p.reqs)
+	clear(p.reqs[p.ring])
+	clear(p.fresh[p.ring])
 }
 
 // hashPolicy is pure conversation affinity: each cluster's table is built

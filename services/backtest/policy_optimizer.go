@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"github.com/ilb-router/ilb/schemas"
+	"github.com/ilb-router/ilb/services/internal/routing"
 	"github.com/ilb-router/ilb/solver/optimize"
+	"github.com/ilb-router/ilb/solver/prior"
 	"github.com/ilb-router/ilb/solver/regress"
 )
 
@@ -19,14 +21,19 @@ type OptimizerConfig struct {
 	// SpillFactor is the data plane's 1+ε for bounded-load spill of new
 	// conversations; +Inf turns it off.
 	SpillFactor float64
-	// DemandAlpha is the weight of the newest window in the demand EWMA;
-	// MaxShedCorrection caps the shed fraction served traffic is scaled up
-	// by (observed/(1 − shed)).
+	// DemandAlpha is the weight of the newest window in the demand's
+	// moving average (routing.DemandConfig.Alpha); MaxShedCorrection caps
+	// the shed fraction served traffic is scaled up by (observed/(1 −
+	// shed)).
 	DemandAlpha       float64
 	MaxShedCorrection float64
-	// MinChange is the mean total variation of the clusters' weights (and
-	// shed) below which a new solution is not published, unless
-	// MaxInterval has passed since the last publish.
+	// Derate is how capacity is reduced for unhealthy, silent and
+	// error-prone engines (the optimizer service's rules).
+	Derate routing.DerateConfig
+	// MinChange is the total variation of a cluster's weights (shed
+	// counted as one more weight) that some cluster must reach for a new
+	// solution to be published, unless MaxInterval has passed since the
+	// last publish (the optimizer service's rule).
 	MinChange   float64
 	MaxInterval time.Duration
 	// ShapeAlpha is the weight of the newest control interval in the
@@ -41,8 +48,10 @@ type OptimizerConfig struct {
 	// must satisfy to.
 	UseFits bool
 	Regress regress.Config
-	// InitialLoad is the fleet load, as a fraction of prior capacity, the
-	// first solution assumes before any demand has been observed.
+	// InitialLoad is the demand assumed before any has been observed, as
+	// a share of the fleet's prior capacity × max_utilization (the
+	// optimizer service's PriorLoad; a fleet's total_demand_rps overrides
+	// it).
 	InitialLoad float64
 }
 
@@ -50,7 +59,7 @@ type OptimizerConfig struct {
 // data plane (README.md).
 func DefaultOptimizerConfig() OptimizerConfig {
 	return OptimizerConfig{
-		ChurnMs: 500, SpillFactor: 1, DemandAlpha: 0.05, MaxShedCorrection: 0.9,
+		ChurnMs: 500, SpillFactor: 1, DemandAlpha: 0.05, MaxShedCorrection: 0.9, Derate: routing.DefaultDerateConfig(),
 		MinChange: 0.002, MaxInterval: 30 * time.Second, ShapeAlpha: 0.2,
 		FitWindows: 120, FitEvery: 6, UseFits: true, Regress: regress.DefaultConfig(), InitialLoad: 0.5,
 	}
@@ -76,6 +85,9 @@ func (c OptimizerConfig) Validate() error {
 	case !(c.InitialLoad > 0 && c.InitialLoad < 1):
 		return fmt.Errorf("%w: initial load %v must be in (0, 1)", ErrConfig, c.InitialLoad)
 	}
+	if err := c.Derate.Validate(); err != nil {
+		return fmt.Errorf("%w: derate: %w", ErrConfig, err)
+	}
 	if err := c.Regress.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
@@ -84,55 +96,57 @@ func (c OptimizerConfig) Validate() error {
 
 // optimizerPolicy is ilb: the simulated signals go through the
 // aggregator's windows (streams/window) into per-engine feature history,
-// profile fits (solver/regress) replace the engine-model prior once they
-// pass, the solver (solver/optimize) runs on observed demand with the
-// previous solution as anchor, each cluster's table is updated with
-// minimal churn (solver/sched), and requests are picked with the data
-// plane's guardrails (tablePicker).
+// profile fits (solver/regress) replace the engine-model prior
+// (solver/prior) once they pass, demand is estimated and capacity derated
+// by the optimizer service's rules (services/internal/routing), the
+// solver (solver/optimize) runs with the last published solution as
+// anchor, each cluster's table is updated with minimal churn
+// (routing.Table), and requests are picked with the data plane's
+// guardrails (tablePicker).
 type optimizerPolicy struct {
 	*tablePicker
 	cfg         OptimizerConfig
 	view        signalView
-	prev        *optimize.Solution
+	prev        *optimize.Solution // anchor: what is published
+	published   map[string]map[string]float64
+	pubShed     map[string]float64
 	ticks       int
-	demand      []float64 // EWMA by cluster, rps; NaN before the first window
+	demand      *routing.Demand
+	prior       []float64 // by cluster: demand before the first observation
 	shape       shapeEstimate
 	hist        [][]regress.Point // by engine, the last FitWindows windows
 	fitted      []*regress.Profile
-	last        []*schemas.Feature // by engine: the latest row
+	last        []*schemas.Feature // by engine: the latest row (a copy)
+	newestEnd   int64
 	solves      int
 	solveErrors int
-	seen        bool      // a window has been observed
-	inflight    []float64 // by engine: InFlight of its last window; NaN before
-	publishedNs int64     // when the current solution was published
+	publishedNs int64 // when the current solution was published
 }
 
 func newOptimizerPolicy(s *sim) (*optimizerPolicy, error) {
 	if err := s.enableSignals(); err != nil {
 		return nil, err
 	}
-	ne, nc := len(s.fi.engines), len(s.fi.clusters)
+	dem, err := routing.NewDemand(s.fi.f, routing.DemandConfig{Alpha: s.cfg.Optimizer.DemandAlpha, MaxShedCorrection: s.cfg.Optimizer.MaxShedCorrection})
+	if err != nil {
+		return nil, fmt.Errorf("backtest: optimizer: %w", err)
+	}
+	ne := len(s.fi.engines)
 	p := &optimizerPolicy{
 		tablePicker: newTablePicker(s, s.cfg.Optimizer.SpillFactor),
 		cfg:         s.cfg.Optimizer,
-		demand:      make([]float64, nc),
+		demand:      dem,
 		hist:        make([][]regress.Point, ne),
 		fitted:      make([]*regress.Profile, ne),
 		last:        make([]*schemas.Feature, ne),
-		inflight:    make([]float64, ne),
 		shape:       shapeEstimate{alpha: s.cfg.Optimizer.ShapeAlpha, fallback: nominalShape(s.fi)},
 	}
 	s.observer = &p.shape
-	for e := range p.inflight {
-		p.inflight[e] = math.NaN()
-	}
-	caps := 0.0
+	caps := make([]float64, ne)
 	for e, pr := range s.fi.params {
-		caps += priorEngine(s.fi.engines[e], pr, p.shape.get()).CapacityRps
+		caps[e] = prior.Profile(s.fi.engines[e], pr, p.shape.get()).CapacityRps
 	}
-	for c := range p.demand {
-		p.demand[c] = p.cfg.InitialLoad * caps * s.fi.demand[c]
-	}
+	p.prior = routing.PriorDemand(s.fi.f, caps, p.cfg.InitialLoad)
 	if err := p.solve(s); err != nil {
 		return nil, err
 	}
@@ -161,13 +175,16 @@ func (p *optimizerPolicy) control(s *sim) {
 	}
 }
 
-// observe takes one window: latest engine state, fit history, demand.
+// observe takes one window: latest engine state, fit history, demand
+// (routing.Demand, with the shed fractions in force).
 func (p *optimizerPolicy) observe(s *sim, w windowRows) {
+	p.newestEnd = max(p.newestEnd, w.endNs)
 	for e, r := range w.engines {
 		if r == nil {
 			continue
 		}
-		p.last[e] = r
+		row := *r
+		p.last[e] = &row
 		if r.Requests > r.Errors && r.Errors == 0 {
 			h := append(p.hist[e], regress.Point{LoadRPS: r.ArrivalRPS, TTFTMs: r.TTFTP50Ms, TBOTMs: r.TBOTP50Ms, Weight: float64(r.Requests)})
 			if len(h) > p.cfg.FitWindows {
@@ -176,59 +193,7 @@ func (p *optimizerPolicy) observe(s *sim, w windowRows) {
 			p.hist[e] = h
 		}
 	}
-	a := p.cfg.DemandAlpha
-	for c, d := range p.arrivals(s, w) {
-		d /= 1 - min(p.shed[c], p.cfg.MaxShedCorrection)
-		if !p.seen {
-			p.demand[c] = d // the first observation replaces the prior
-		} else {
-			p.demand[c] = a*d + (1-a)*p.demand[c]
-		}
-	}
-	p.seen = true
-}
-
-// arrivals estimates each cluster's admitted request rate in window w:
-// its completions per second, plus the growth of the requests queued or
-// running on each engine since the previous window (InFlight, from the
-// engines' status), shared among clusters as their completions on that
-// engine are. Completions alone stop at the engines' throughput: an
-// overloaded fleet whose queues grow would look exactly loaded and never
-// shed. Dividing by 1 − shed then gives the demand (shed requests never
-// reach an engine).
-func (p *optimizerPolicy) arrivals(s *sim, w windowRows) []float64 {
-	ne := len(s.fi.engines)
-	servedCE := make([]float64, len(s.fi.clusters)*ne)
-	servedE := make([]float64, ne)
-	for _, r := range w.pairs {
-		c, okc := s.fi.clusterIndex(r.Cluster)
-		e, oke := s.fi.engineIndex(r.Engine)
-		if okc && oke {
-			servedCE[c*ne+e] += r.ArrivalRPS
-			servedE[e] += r.ArrivalRPS
-		}
-	}
-	out := make([]float64, len(s.fi.clusters))
-	hop := s.cfg.WindowHop.Seconds()
-	for e, r := range w.engines {
-		var growth float64
-		if prev := p.inflight[e]; r != nil && r.StatusEvents > 0 && !math.IsNaN(prev) {
-			growth = (r.InFlight - prev) / hop
-		}
-		if r != nil && r.StatusEvents > 0 {
-			p.inflight[e] = r.InFlight
-		}
-		for c := range out {
-			out[c] += servedCE[c*ne+e]
-			if servedE[e] > 0 {
-				out[c] += growth * servedCE[c*ne+e] / servedE[e]
-			}
-		}
-	}
-	for c := range out {
-		out[c] = max(out[c], 0)
-	}
-	return out
+	p.demand.Observe(w.endNs, w.rows, p.shed)
 }
 
 // minHeadroom is how far above the largest load seen a fitted capacity

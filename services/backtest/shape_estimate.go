@@ -1,17 +1,22 @@
 package backtest
 
-import "github.com/ilb-router/ilb/solver/engine"
+import (
+	"github.com/ilb-router/ilb/solver/engine"
+	"github.com/ilb-router/ilb/solver/prior"
+)
 
 // shapeEstimate tracks the mean request of recent completions: prompt and
 // output tokens, the share of prompt tokens found in cache, and the mean
-// square of the uncached prompt tokens. (The
-// aggregator's features carry the cache hit ratio but not the token
-// counts; an optimizer needs them for its prior, so the backtester reads
-// them from the completion events it already produces.)
+// square of the uncached prompt tokens, the shape solver/prior sizes an
+// engine's prior for. (The aggregator's features carry the cache hit
+// ratio but not the token counts; an optimizer needs them for its prior,
+// so the backtester reads them from the completion events it already
+// produces. The optimizer service, without them, sizes its prior from its
+// configured mean prompt and no second moment.)
 type shapeEstimate struct {
 	alpha                  float64 // weight of the newest control interval
-	fallback               requestShape
-	cur                    requestShape
+	fallback               prior.Shape
+	cur                    prior.Shape
 	known                  bool
 	n                      float64
 	prompt, cached, output float64
@@ -35,21 +40,21 @@ func (se *shapeEstimate) roll() {
 	if se.n == 0 {
 		return
 	}
-	now := requestShape{promptTokens: se.prompt / se.n, outputTokens: se.output / se.n,
-		cachedFraction: ratio(se.cached, se.prompt), uncachedSq: se.uncachedSq / se.n}
+	now := prior.Shape{PromptTokens: se.prompt / se.n, OutputTokens: se.output / se.n,
+		CachedFraction: ratio(se.cached, se.prompt), UncachedSq: se.uncachedSq / se.n}
 	if !se.known {
 		se.cur, se.known = now, true
 	} else {
 		a := se.alpha
-		se.cur.promptTokens = a*now.promptTokens + (1-a)*se.cur.promptTokens
-		se.cur.outputTokens = a*now.outputTokens + (1-a)*se.cur.outputTokens
-		se.cur.cachedFraction = a*now.cachedFraction + (1-a)*se.cur.cachedFraction
-		se.cur.uncachedSq = a*now.uncachedSq + (1-a)*se.cur.uncachedSq
+		se.cur.PromptTokens = a*now.PromptTokens + (1-a)*se.cur.PromptTokens
+		se.cur.OutputTokens = a*now.OutputTokens + (1-a)*se.cur.OutputTokens
+		se.cur.CachedFraction = a*now.CachedFraction + (1-a)*se.cur.CachedFraction
+		se.cur.UncachedSq = a*now.UncachedSq + (1-a)*se.cur.UncachedSq
 	}
 	se.n, se.prompt, se.cached, se.output, se.uncachedSq = 0, 0, 0, 0, 0
 }
 
-func (se *shapeEstimate) get() requestShape {
+func (se *shapeEstimate) get() prior.Shape {
 	if se.known {
 		return se.cur
 	}

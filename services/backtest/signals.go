@@ -66,11 +66,12 @@ type signalView struct {
 	rows []schemas.Feature // scratch for Drain
 }
 
-// windowRows is one closed window's rows.
+// windowRows is one closed window's rows. They point into the view's
+// scratch, valid until the next drain.
 type windowRows struct {
 	endNs   int64
+	rows    []schemas.Feature  // every row of the window, in Drain order
 	engines []*schemas.Feature // by engine index; nil when the engine had no row
-	pairs   []*schemas.Feature // pairs of the window, in Drain order
 }
 
 // drain returns the windows closed since the last call, oldest first.
@@ -80,16 +81,12 @@ func (v *signalView) drain(s *sim) []windowRows {
 	for i := range v.rows {
 		r := &v.rows[i]
 		if len(out) == 0 || out[len(out)-1].endNs != r.WindowEndUnixNano {
-			out = append(out, windowRows{endNs: r.WindowEndUnixNano, engines: make([]*schemas.Feature, len(s.fi.engines))})
+			out = append(out, windowRows{endNs: r.WindowEndUnixNano, rows: v.rows[i:i], engines: make([]*schemas.Feature, len(s.fi.engines))})
 		}
 		w := &out[len(out)-1]
-		e, ok := s.fi.engineIndex(r.Engine)
-		switch {
-		case !ok:
-		case r.Cluster == "":
+		w.rows = w.rows[:len(w.rows)+1]
+		if e, ok := s.fi.engineIndex(r.Engine); ok && r.Cluster == "" {
 			w.engines[e] = r
-		default:
-			w.pairs = append(w.pairs, r)
 		}
 	}
 	return out

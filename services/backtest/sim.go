@@ -39,6 +39,7 @@ type sim struct {
 	inflightCE []int32 // by cluster*engines+engine: the cluster's own
 	inflightC  []int32 // by cluster
 	healthy    []bool  // as routers know it: last status, or a rejection since
+	healthGen  uint64  // changes of healthy
 	down       []bool  // failed now (the truth)
 	state      []uint8 // by request
 	reqEngine  []int16 // by request
@@ -228,7 +229,7 @@ func (s *sim) complete(e int, d *engine.Done) {
 	s.inflightC[c]--
 	if d.Error != "" {
 		if d.Error == engine.ErrorUnhealthy {
-			s.healthy[e] = false // passive health: the router saw the rejection
+			s.setHealthy(e, false) // passive health: the router saw the rejection
 		}
 		s.rec.fail(s, i)
 	} else {
@@ -250,11 +251,20 @@ type completionObserver interface{ observe(d *engine.Done) }
 func (s *sim) status(t int64) {
 	for e, eng := range s.engines {
 		st := eng.Status()
-		s.healthy[e] = st.Healthy && !s.down[e]
+		s.setHealthy(e, st.Healthy && !s.down[e])
 		if s.features != nil {
 			s.signalStatus(e, t, st)
 		}
 		s.rec.sample(s, t, e, st)
+	}
+}
+
+// setHealthy records what routers know of engine e's health; healthGen
+// counts the changes, so pickers know when to recompute what depends on it.
+func (s *sim) setHealthy(e int, ok bool) {
+	if s.healthy[e] != ok {
+		s.healthy[e] = ok
+		s.healthGen++
 	}
 }
 

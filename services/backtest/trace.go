@@ -3,6 +3,7 @@ package backtest
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
@@ -110,7 +111,10 @@ func ReadTraceFile(path string, opt ReadOptions) (*Trace, error) {
 // shifts the first arrival to time 0. A bad line is an error naming the
 // line, or with SkipBad is counted and skipped; ReadTrace never panics.
 func ReadTrace(r io.Reader, opt ReadOptions) (*Trace, error) {
-	br := bufio.NewReaderSize(r, 64<<10)
+	br, err := decompress(bufio.NewReaderSize(r, 64<<10))
+	if err != nil {
+		return nil, err
+	}
 	format, err := detect(br, opt.Format)
 	if err != nil {
 		return nil, err
@@ -134,6 +138,32 @@ func ReadTrace(r io.Reader, opt ReadOptions) (*Trace, error) {
 	}
 	normalise(t)
 	return t, nil
+}
+
+// decompress returns br, or a reader of its decompressed content when it
+// starts with gzip's magic bytes (1f 8b): traces are often kept
+// compressed, and so are the acceptance stretches in testdata.
+func decompress(br *bufio.Reader) (*bufio.Reader, error) {
+	magic, _ := br.Peek(2)
+	if len(magic) < 2 || magic[0] != 0x1f || magic[1] != 0x8b {
+		return br, nil
+	}
+	zr, err := gzip.NewReader(br)
+	if err != nil {
+		return nil, fmt.Errorf("%w: gzip: %v", ErrBadTrace, err)
+	}
+	return bufio.NewReaderSize(gzipErrors{zr}, 64<<10), nil
+}
+
+// gzipErrors marks a corrupt compressed stream as a bad trace.
+type gzipErrors struct{ r io.Reader }
+
+func (g gzipErrors) Read(p []byte) (int, error) {
+	n, err := g.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) {
+		err = fmt.Errorf("%w: gzip: %v", ErrBadTrace, err)
+	}
+	return n, err
 }
 
 // lineParser turns the lines of one format into requests.

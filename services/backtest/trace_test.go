@@ -2,6 +2,7 @@ package backtest
 
 import (
 	"bytes"
+	"compress/gzip"
 	"errors"
 	"slices"
 	"strings"
@@ -200,4 +201,40 @@ func FuzzReadAzure(f *testing.F) {
 	fuzzTrace(f, FormatAzure,
 		"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44\n",
 		"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46,0,1\n2023-11-16 18:15:45.1,3,2\n")
+}
+
+// A gzip-compressed trace reads as its content; a corrupt one is a bad
+// trace, never a panic.
+func TestReadGzip(t *testing.T) {
+	const plain = `{"timestamp": 5, "input_length": 900, "output_length": 7, "hash_ids": [0, 1]}
+{"timestamp": 1005, "input_length": 1500, "output_length": 9, "hash_ids": [0, 1, 2]}
+`
+	var zb bytes.Buffer
+	zw := gzip.NewWriter(&zb)
+	if _, err := zw.Write([]byte(plain)); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := readString(t, plain, ReadOptions{})
+	got, err := ReadTrace(bytes.NewReader(zb.Bytes()), ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Format != FormatMooncake || len(got.Requests) != 2 || !equalRequests(got.Requests, want.Requests) {
+		t.Fatalf("gzip trace %+v, want %+v", got.Requests, want.Requests)
+	}
+	corrupt := slices.Clone(zb.Bytes())
+	corrupt[len(corrupt)-6] ^= 0xff // the CRC
+	for name, b := range map[string][]byte{"bad checksum": corrupt, "truncated": zb.Bytes()[:20], "header only": {0x1f, 0x8b}} {
+		if _, err := ReadTrace(bytes.NewReader(b), ReadOptions{}); !errors.Is(err, ErrBadTrace) {
+			t.Errorf("%s: %v, want ErrBadTrace", name, err)
+		}
+	}
+	// The committed stretches are gzip files.
+	tr, err := ReadTraceFile("testdata/mooncake_conversation_20-40m.jsonl.gz", ReadOptions{})
+	if err != nil || len(tr.Requests) != 4193 {
+		t.Fatalf("minutes 20-40: %v requests, err %v; want 4193", len(tr.Requests), err)
+	}
 }

@@ -161,27 +161,58 @@ func TestTuneOptimizer(t *testing.T) {
 }
 
 // TestTuneSegments runs the acceptance comparison on each 20-minute
-// stretch of the full trace, on both fleets, to show how much the figures
-// move from one stretch to the next (README.md). ILB_TUNE=1.
+// stretch of the trace (testdata), on both fleets, with every arrival
+// shifted by each of ILB_TUNE_OFFSETS seconds (default 0,1,2,3,4): the
+// shift moves the arrivals against the 1 s status and 5 s control ticks,
+// which reshuffles which requests make the p99, so it shows how much the
+// figures move from one run to the next (README.md). ILB_TUNE=1.
 func TestTuneSegments(t *testing.T) {
 	if os.Getenv("ILB_TUNE") == "" {
 		t.Skip("set ILB_TUNE=1")
 	}
+	pols := []string{PolicyRoundRobin, PolicyNearest, PolicyLeastLoaded, PolicyHash, PolicyPID, PolicyOptimizer}
+	if v := os.Getenv("ILB_TUNE_POL"); v != "" {
+		pols = strings.Split(v, ",")
+	}
 	for _, fleet := range []string{fleetShort, fleetShortH100} {
-		for seg := range 3 {
-			t.Setenv("ILB_TUNE_FLEET", fleet)
-			b := tuneSegment(t, time.Duration(seg)*20*time.Minute, func(c *Config) {
-				c.Parallel = 2
-				c.Policies = []string{PolicyRoundRobin, PolicyNearest, PolicyLeastLoaded, PolicyHash, PolicyPID, PolicyOptimizer}
-			})
-			res, err := b.Run(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, r := range res.Policies {
-				fmt.Printf("%s minutes %d-%d %-12s ttft p50 %6.0f p99 %8.0f e2e p99 %8.0f hit %.3f churn %.4f moved %.3f shed %d\n",
-					fleet, 20*seg, 20*seg+20, r.Policy, r.TTFTMs.P50, r.TTFTMs.P99, r.E2EMs.P99, r.CacheHitRatio, r.WeightChurn, r.FollowupMovedRatio, r.Shed)
+		for _, st := range stretches {
+			for _, off := range envFloats("ILB_TUNE_OFFSETS", 0, 1, 2, 3, 4) {
+				b := shiftedBacktest(t, fleet, st.trace, time.Duration(off*float64(time.Second)), func(c *Config) {
+					c.Parallel, c.Policies = 2, pols
+				})
+				res, err := b.Run(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range res.Policies {
+					fmt.Printf("%s %s +%.0fs %-12s ttft p50 %6.0f p99 %8.0f e2e p99 %8.0f hit %.3f churn %.4f moved %.3f shed %d\n",
+						fleet, st.name, off, r.Policy, r.TTFTMs.P50, r.TTFTMs.P99, r.E2EMs.P99, r.CacheHitRatio, r.WeightChurn, r.FollowupMovedRatio, r.Shed)
+				}
 			}
 		}
 	}
+}
+
+// shiftedBacktest is stretchBacktest with every arrival delayed by shift.
+func shiftedBacktest(t *testing.T, fleet, trace string, shift time.Duration, mutate func(*Config)) *Backtest {
+	t.Helper()
+	f, err := schemas.LoadFleet(fleet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := ReadTraceFile(trace, ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range tr.Requests {
+		tr.Requests[i].ArrivalNs += int64(shift)
+	}
+	cfg := DefaultConfig()
+	cfg.Fleet = f
+	mutate(&cfg)
+	b, err := New(cfg, tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

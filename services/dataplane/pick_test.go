@@ -294,3 +294,23 @@ func TestShedHTTP(t *testing.T) {
 		t.Fatalf("%s = %v, want 1", metricShed, got)
 	}
 }
+
+// A solver's round-off shed fraction (below routing.MinShed) refuses
+// nothing, even when no new conversation was seen lately.
+func TestRoundOffShedIsNoShed(t *testing.T) {
+	d := newDP(t, testConfig("fe-a"), Deps{})
+	mustSet(t, d, &schemas.Snapshot{Version: 1, Cluster: "fe-a", CreatedAt: t0, ShedFraction: 1e-12,
+		Weights: map[string]float64{"eng-a": 0.5, "eng-b": 0.5 - 1e-12}})
+	c, _ := d.cluster("fe-a")
+	c.newShare.Store(math.Float64bits(0))
+	for i := range 200 {
+		if _, err := tryPick(d, "fe-a", "new-"+strconv.Itoa(i)); err != nil {
+			t.Fatalf("new conversation %d under a round-off shed: %v", i, err)
+		}
+	}
+	mustSet(t, d, &schemas.Snapshot{Version: 2, Cluster: "fe-a", CreatedAt: t0, ShedFraction: 0.01,
+		Weights: map[string]float64{"eng-a": 0.495, "eng-b": 0.495}})
+	if _, err := tryPick(d, "fe-a", "brand-new"); !errors.Is(err, ErrShed) {
+		t.Fatalf("a real shed fraction with no new conversation lately: %v, want the new one shed", err)
+	}
+}

@@ -2,10 +2,10 @@ package dataplane
 
 import (
 	"errors"
-	"math"
 	"sync/atomic"
 	"time"
 
+	"github.com/ilb-router/ilb/services/internal/routing"
 	"github.com/ilb-router/ilb/solver/sched"
 )
 
@@ -121,13 +121,9 @@ func (p *picker) pick(h uint64, ongoing bool, m memo, tr *tried) (choice, error)
 		}
 	}
 	total := p.c.inflight.Load()
-	idx, ok := p.table.PickSkip(h, func(i int) bool {
-		s := &p.slots[i]
-		return !s.avail || tr.has(i) || (!ongoing && (penalised(s, h) || p.over(s, total)))
-	})
-	if !ok && !ongoing { // every engine is penalised or full: ignore load
-		idx, ok = p.table.PickSkip(h, func(i int) bool { return !p.slots[i].avail || tr.has(i) })
-	}
+	idx, ok := routing.Choose(p.table, h, ongoing,
+		func(i int) bool { return !p.slots[i].avail || tr.has(i) },
+		func(i int) bool { s := &p.slots[i]; return penalised(s, h) || p.over(s, total) })
 	if !ok {
 		return choice{}, ErrNoEngine
 	}
@@ -138,7 +134,7 @@ func (p *picker) pick(h uint64, ongoing bool, m memo, tr *tried) (choice, error)
 // table still gives the key the same primary engine and the spill target
 // is available and has slots.
 func (p *picker) sticky(primary int, m memo) (int, bool) {
-	if m.served == m.primary || m.served == 0 || p.slots[primary].eng.id != m.primary {
+	if m.served == 0 || !routing.Sticky(int(m.primary), int(m.served), int(p.slots[primary].eng.id)) {
 		return 0, false
 	}
 	idx, ok := p.byID[m.served]
@@ -151,30 +147,27 @@ func (p *picker) sticky(primary int, m memo) (int, bool) {
 func (p *picker) result(h uint64, idx, primary int, ongoing bool, tr *tried) choice {
 	c := choice{idx: idx, primary: primary}
 	c.memo = memo{primary: p.slots[primary].eng.id, served: p.slots[primary].eng.id}
-	switch ps := &p.slots[primary]; {
+	ps := &p.slots[primary]
+	usable := ps.avail && !tr.has(primary) && (ongoing || !penalised(ps, h))
+	switch {
+	case routing.Spilled(idx, primary, usable):
+		c.reason = reasonSpill
+		c.memo.served = p.slots[idx].eng.id
 	case idx == primary:
 	case !ps.avail:
 		c.reason = ps.why
 	case tr.has(primary):
 		// A retry: counted as a retry, not as a fallback.
-	case !ongoing && penalised(ps, h):
+	default: // a new conversation away from a latency-penalised primary
 		c.reason = reasonOutlier
-	default:
-		c.reason = reasonSpill
-		c.memo.served = p.slots[idx].eng.id
 	}
 	return c
 }
 
-// over reports whether the engine already holds its bounded load: at least
-// ⌈spill × share × (total+1)⌉ in-flight requests of this cluster
-// (consistent hashing with bounded loads, Mirrokni et al. 2018).
+// over reports whether the engine already holds its bounded load of this
+// cluster's in-flight requests (routing.Over).
 func (p *picker) over(s *slot, total int64) bool {
-	if math.IsInf(p.spill, 1) {
-		return false
-	}
-	bound := math.Ceil(p.spill * s.share * float64(total+1))
-	return float64(s.cell.inflight.Load()) >= bound
+	return routing.Over(p.spill, s.share, s.cell.inflight.Load(), total)
 }
 
 // penaltySalt separates the latency-penalty hash from the table and
@@ -197,24 +190,9 @@ func mix64(z uint64) uint64 {
 	return z ^ z>>31
 }
 
-// shedKey reports whether the request with hash h is shed. The shed
-// fraction f applies to new conversations first: with a share n of the
-// requests coming from new conversations, new ones are shed at f/n (all
-// of them when f ≥ n) and ongoing ones at (f−n)/(1−n) only when f > n.
-// Keys are chosen by sched.ShedKey, so every replica sheds the same
-// conversations and raising f only adds to them. Stale pickers shed
-// nothing (README.md, Staleness).
+// shedKey reports whether the request with hash h is shed: routing.Shed,
+// new conversations first, the rule the backtester runs too. Stale
+// pickers shed nothing (README.md, Staleness).
 func (p *picker) shedKey(h uint64, ongoing bool, newShare float64) bool {
-	f := p.shed
-	if p.stale || !(f > 0) {
-		return false
-	}
-	if f >= 1 {
-		return true
-	}
-	n := min(max(newShare, 0), 1)
-	if !ongoing {
-		return n == 0 || sched.ShedKey(h, f/n)
-	}
-	return f > n && sched.ShedKey(h, (f-n)/(1-n))
+	return !p.stale && routing.Shed(h, p.shed, newShare, ongoing)
 }

@@ -2,89 +2,95 @@ package optimizer
 
 import (
 	"github.com/ilb-router/ilb/schemas"
+	"github.com/ilb-router/ilb/services/internal/routing"
 )
 
 // demand estimates each cluster's demand (requests per second it would
-// send if nothing were shed) from the traffic the engines served:
-//
-//	observed_c = Σ_e arrival_rps of the (c, e) rows of the latest window
-//	raw_c      = observed_c / (1 − min(shed_c, MaxShedCorrection))
-//	demand_c   ← Alpha·raw_c + (1 − Alpha)·demand_c     (EWMA, once per window)
-//
-// shed_c is the shed fraction of the snapshot that was serving c, because
-// shed requests never reach an engine: served traffic alone under-counts
-// demand exactly when it matters. The first observation initialises the
-// average. With Alpha = 0.5 and 10 s windows a step in demand is 75% in
-// after two windows and 94% after four. Before any window has been seen
-// the demand is the prior: the fleet's total_demand_rps, or PriorLoad of
-// its capped capacity, split by demand_share. Owned by the solve loop.
+// send if nothing were shed) with routing.Demand, the estimator the
+// backtester runs too (README.md, Demand): per new window, the served
+// rate of the current (cluster, engine) rows plus the growth of each
+// engine's in-flight requests, corrected for the shed fraction in force,
+// smoothed with weight Alpha (the first observations averaged plainly).
+// Before any window has been folded in, the demand is the prior: the
+// fleet's total_demand_rps, or PriorLoad of its capped capacity, split by
+// demand_share. Owned by the solve loop.
 type demand struct {
 	cfg      DemandConfig
-	ewma     map[string]float64
-	observed map[string]float64 // latest raw observation, for State
-	lastEnd  int64              // window end of the last observation folded in
+	est      *routing.Demand // built at the first update, for its fleet
+	observed map[string]float64
 }
 
 func newDemand(cfg DemandConfig) *demand {
-	return &demand{cfg: cfg, ewma: map[string]float64{}, observed: map[string]float64{}}
+	return &demand{cfg: cfg, observed: map[string]float64{}}
 }
 
-// update folds the latest window into the averages if it is new. shed is
+// update folds the latest window into the estimate if it is new. shed is
 // each cluster's shed fraction in force during that window.
 func (d *demand) update(in *inputs, shed map[string]float64) {
-	if in.newestEnd == 0 || in.newestEnd <= d.lastEnd {
+	if in.newestEnd == 0 {
 		return
 	}
-	first := d.lastEnd == 0
-	d.lastEnd = in.newestEnd
-	obs := observed(in)
-	for _, c := range in.fleet.Clusters {
-		raw := obs[c.Name] / (1 - min(shed[c.Name], d.cfg.MaxShedCorrection))
-		d.observed[c.Name] = raw
-		if first {
-			d.ewma[c.Name] = raw
-		} else {
-			d.ewma[c.Name] = d.cfg.Alpha*raw + (1-d.cfg.Alpha)*d.ewma[c.Name]
+	if d.est == nil {
+		est, err := routing.NewDemand(in.fleet, routing.DemandConfig{Alpha: d.cfg.Alpha, MaxShedCorrection: d.cfg.MaxShedCorrection})
+		if err != nil {
+			return // Config.Validate and the fleet's own validation rule this out
 		}
+		d.est = est
+	}
+	sheds := make([]float64, len(in.fleet.Clusters))
+	for c, fc := range in.fleet.Clusters {
+		sheds[c] = shed[fc.Name]
+	}
+	if !d.est.Observe(in.newestEnd, currentRows(in), sheds) {
+		return
+	}
+	for c, fc := range in.fleet.Clusters {
+		d.observed[fc.Name] = d.est.Observed(c)
 	}
 }
 
-// observed sums each cluster's served rate over its current pair rows, in
-// fleet engine order so the sum does not depend on map order.
-func observed(in *inputs) map[string]float64 {
-	out := make(map[string]float64, len(in.fleet.Clusters))
+// currentRows are the rows of the latest window: each engine's and each
+// (cluster, engine) pair's latest row if it is current, in fleet order.
+func currentRows(in *inputs) []schemas.Feature {
+	var rows []schemas.Feature
+	for _, e := range in.fleet.Engines {
+		if r, ok := in.engines[e.Name]; ok && in.current(r) {
+			rows = append(rows, r)
+		}
+	}
 	for _, c := range in.fleet.Clusters {
 		for _, e := range in.fleet.Engines {
 			if r, ok := in.pairs[pairKey{c.Name, e.Name}]; ok && in.current(r) {
-				out[c.Name] += r.ArrivalRPS
+				rows = append(rows, r)
 			}
 		}
 	}
-	return out
+	return rows
 }
 
 // rps returns cluster's demand estimate; prior gives the cold-start value.
 func (d *demand) rps(cluster string, prior float64) float64 {
-	if d.lastEnd == 0 {
+	if d.est == nil || !d.est.Known() {
 		return prior
 	}
-	return d.ewma[cluster]
+	c, ok := d.est.ClusterIndex(cluster)
+	if !ok {
+		return 0
+	}
+	return d.est.RPS(c)
 }
 
-// priorDemand is the cold-start demand of every cluster: total_demand_rps
-// of the fleet file, or PriorLoad × Σ capacity × max_utilization, split by
-// demand_share.
+// priorDemand is the cold-start demand of every cluster
+// (routing.PriorDemand over the derated capacities).
 func priorDemand(f *schemas.Fleet, caps []engineCap, priorLoad float64) map[string]float64 {
-	total := f.TotalDemandRPS
-	if total <= 0 {
-		for _, c := range caps {
-			total += c.capacity() * f.MaxUtilization
-		}
-		total *= priorLoad
+	capacity := make([]float64, len(caps))
+	for i, c := range caps {
+		capacity[i] = c.capacity()
 	}
+	prior := routing.PriorDemand(f, capacity, priorLoad)
 	out := make(map[string]float64, len(f.Clusters))
-	for _, c := range f.Clusters {
-		out[c.Name] = total * f.DemandFraction(c.Name)
+	for c, fc := range f.Clusters {
+		out[fc.Name] = prior[c]
 	}
 	return out
 }

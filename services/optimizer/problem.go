@@ -1,73 +1,40 @@
 package optimizer
 
 import (
-	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"slices"
 
 	"github.com/ilb-router/ilb/schemas"
+	"github.com/ilb-router/ilb/services/internal/routing"
 	"github.com/ilb-router/ilb/solver/optimize"
 )
 
-// errNoEngine: every engine is derated to zero. Publishing "shed
-// everything" on the strength of the signals alone would turn a reporting
-// outage into a full outage, so nothing is published and the data planes
-// keep their last snapshot and their own guardrails.
-var errNoEngine = errors.New("optimizer: no engine has capacity (all unhealthy, silent or without ready replicas)")
-
-// minCapacityRPS is the capacity below which a derated engine is left out
-// of the problem rather than offered to the solver as a sliver.
-const minCapacityRPS = 1e-6
+// errNoEngine: every engine is derated to zero (routing.ErrNoEngine):
+// nothing is published and the data planes keep their last snapshot and
+// their own guardrails.
+var errNoEngine = routing.ErrNoEngine
 
 // buildProblem turns the fleet, the engines' derated capacities and the
-// demand estimates into the solver's problem. Engines are sorted by name,
-// clusters kept in fleet order; an engine with no capacity is left out,
-// and a cluster may use only engines that are in the problem, eligible
-// (residency) and reachable (a network_ms pair between their regions).
+// demand estimates into the solver's problem with routing.BuildProblem,
+// which the backtester runs too: engines sorted by name, clusters in
+// fleet order, an engine without capacity left out, and a cluster may use
+// only engines that are in the problem, eligible (residency) and reachable.
+// The fleet's mean_output_tokens is the mean answer.
 func buildProblem(f *schemas.Fleet, caps []engineCap, demand map[string]float64) (*optimize.Problem, error) {
-	p := &optimize.Problem{
-		MeanOutputTokens: f.MeanOutputTokens,
-		MaxUtilization:   f.MaxUtilization,
-		ShedPenaltyMs:    f.ShedPenaltyMs,
-		NetworkMs:        map[string]map[string]float64{},
-		Eligible:         map[string][]string{},
-	}
-	usable := map[string]schemas.FleetEngine{}
+	engines := make([]optimize.Engine, len(f.Engines))
 	for _, c := range caps {
-		if c.capacity() < minCapacityRPS {
-			continue
+		if i := slices.IndexFunc(f.Engines, func(e schemas.FleetEngine) bool { return e.Name == c.fleet.Name }); i >= 0 {
+			engines[i] = c.profile.engine
+			engines[i].CapacityRps = c.capacity()
 		}
-		e := c.profile.engine
-		e.Name, e.CapacityRps = c.fleet.Name, c.capacity()
-		p.Engines = append(p.Engines, e)
-		usable[c.fleet.Name] = c.fleet
 	}
-	if len(p.Engines) == 0 {
-		return nil, errNoEngine
+	dem := make([]float64, len(f.Clusters))
+	for i, c := range f.Clusters {
+		dem[i] = demand[c.Name]
 	}
-	slices.SortFunc(p.Engines, func(a, b optimize.Engine) int { return cmp.Compare(a.Name, b.Name) })
-	for _, c := range f.Clusters {
-		p.Clusters = append(p.Clusters, optimize.Cluster{Name: c.Name, DemandRps: demand[c.Name]})
-		row := map[string]float64{}
-		elig := []string{}
-		for _, e := range p.Engines {
-			fe := usable[e.Name]
-			ms, ok := f.NetworkMsBetween(c.Region, fe.Region)
-			if ok && f.Eligible(c, fe) {
-				row[e.Name] = ms
-				elig = append(elig, e.Name)
-			}
-		}
-		p.NetworkMs[c.Name] = row
-		p.Eligible[c.Name] = elig
-	}
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	return p, nil
+	return routing.BuildProblem(f, engines, dem, f.MeanOutputTokens)
 }
 
 // digest identifies a problem: the first 16 hex digits of the SHA-256 of

@@ -1,0 +1,227 @@
+package routing
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/ilb-router/ilb/schemas"
+	"github.com/ilb-router/ilb/solver/optimize"
+	"github.com/ilb-router/ilb/solver/sched"
+)
+
+// ErrNoEngine: every engine is derated to zero. Publishing "shed
+// everything" on the strength of the signals alone would turn a reporting
+// outage into a full outage, so callers publish nothing and the data
+// planes keep their last snapshot and their own guardrails.
+var ErrNoEngine = errors.New("no engine has capacity (all unhealthy, silent or without ready replicas)")
+
+// MinCapacityRPS is the capacity below which a derated engine is left out
+// of the problem rather than offered to the solver as a sliver.
+const MinCapacityRPS = 1e-6
+
+// BuildProblem turns the fleet, its engines' profiles with their derated
+// capacities (engines, by fleet engine index; names are taken from the
+// fleet) and each cluster's demand (by fleet cluster index) into the
+// solver's problem. Engines are sorted by name, clusters kept in fleet
+// order; an engine below MinCapacityRPS is left out, and a cluster may use
+// only engines that are in the problem, eligible (residency) and reachable
+// (a network_ms pair between their regions). meanOutputTokens is the
+// fleet's mean_output_tokens, or an observed mean. The problem is
+// validated.
+func BuildProblem(f *schemas.Fleet, engines []optimize.Engine, demand []float64, meanOutputTokens float64) (*optimize.Problem, error) {
+	p := &optimize.Problem{
+		MeanOutputTokens: meanOutputTokens,
+		MaxUtilization:   f.MaxUtilization,
+		ShedPenaltyMs:    f.ShedPenaltyMs,
+		NetworkMs:        map[string]map[string]float64{},
+		Eligible:         map[string][]string{},
+	}
+	usable := map[string]schemas.FleetEngine{}
+	for i, fe := range f.Engines {
+		if i >= len(engines) || !(engines[i].CapacityRps >= MinCapacityRPS) {
+			continue
+		}
+		e := engines[i]
+		e.Name = fe.Name
+		p.Engines = append(p.Engines, e)
+		usable[fe.Name] = fe
+	}
+	if len(p.Engines) == 0 {
+		return nil, ErrNoEngine
+	}
+	slices.SortFunc(p.Engines, func(a, b optimize.Engine) int { return cmp.Compare(a.Name, b.Name) })
+	for c, fc := range f.Clusters {
+		d := 0.0
+		if c < len(demand) {
+			d = demand[c]
+		}
+		p.Clusters = append(p.Clusters, optimize.Cluster{Name: fc.Name, DemandRps: d})
+		row := map[string]float64{}
+		elig := []string{}
+		for _, e := range p.Engines {
+			fe := usable[e.Name]
+			ms, ok := f.NetworkMsBetween(fc.Region, fe.Region)
+			if ok && f.Eligible(fc, fe) {
+				row[e.Name] = ms
+				elig = append(elig, e.Name)
+			}
+		}
+		p.NetworkMs[fc.Name] = row
+		p.Eligible[fc.Name] = elig
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// ErrRejected wraps every reason CheckSolution rejects a solution.
+var ErrRejected = errors.New("solution rejected")
+
+// Tolerances of CheckSolution and Normalize. The solver certifies its
+// answer to a tolerance in objective; its weights sum to 1 − shed to
+// rounding.
+const (
+	sumTolerance  = 1e-6 // |Σ weights + shed − 1|
+	loadTolerance = 1e-6 // relative excess of an engine's load over its cap
+	// WeightFloor: Normalize drops weights below it (they would own no
+	// slot of a selection table anyway: one slot is 1/65536 ≈ 1.5e-5).
+	WeightFloor = 1e-7
+)
+
+// CheckSolution is the last gate before publishing: every cluster has
+// finite weights in [0, 1] and a shed fraction in [0, 1] that sum to 1,
+// only on engines the problem lets it use, and no engine is loaded past
+// its capacity cap. A solution that fails is not published.
+func CheckSolution(p *optimize.Problem, sol *optimize.Solution) error {
+	if sol == nil {
+		return fmt.Errorf("%w: no solution", ErrRejected)
+	}
+	for _, c := range p.Clusters {
+		if err := checkCluster(p, sol, c.Name); err != nil {
+			return fmt.Errorf("%w: cluster %s: %w", ErrRejected, c.Name, err)
+		}
+	}
+	for _, e := range p.Engines {
+		load := sol.EngineLoadRps[e.Name]
+		limit := e.CapacityRps * p.MaxUtilization
+		if !isFinite(load) || load < 0 || load > limit*(1+loadTolerance)+1e-12 {
+			return fmt.Errorf("%w: engine %s: load %v rps, cap %v", ErrRejected, e.Name, load, limit)
+		}
+	}
+	return nil
+}
+
+func checkCluster(p *optimize.Problem, sol *optimize.Solution, cluster string) error {
+	w, ok := sol.Weights[cluster]
+	if !ok {
+		return errors.New("no weights")
+	}
+	shed, ok := sol.ShedFraction[cluster]
+	if !ok || !isFinite(shed) || shed < 0 || shed > 1 {
+		return fmt.Errorf("shed fraction %v", shed)
+	}
+	sum := shed
+	for _, e := range sortedKeys(w) {
+		v := w[e]
+		if !isFinite(v) || v < 0 || v > 1 {
+			return fmt.Errorf("engine %s: weight %v", e, v)
+		}
+		if v > 0 && !slices.Contains(p.Eligible[cluster], e) {
+			return fmt.Errorf("engine %s: weight %v on an engine it may not use", e, v)
+		}
+		sum += v
+	}
+	if math.Abs(sum-1) > sumTolerance {
+		return fmt.Errorf("weights and shed sum to %v, want 1", sum)
+	}
+	return nil
+}
+
+func isFinite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// Normalize drops weights under WeightFloor and rescales the rest so they
+// sum to 1 − shed, removing the solver's rounding. With no weight left the
+// cluster sheds everything.
+func Normalize(w map[string]float64, shed float64) (map[string]float64, float64) {
+	out := map[string]float64{}
+	sum := 0.0
+	for _, e := range sortedKeys(w) {
+		if w[e] >= WeightFloor {
+			out[e] = w[e]
+			sum += w[e]
+		}
+	}
+	if sum == 0 || shed >= 1 {
+		return map[string]float64{}, 1
+	}
+	scale := (1 - shed) / sum
+	for e := range out {
+		out[e] *= scale
+	}
+	return out, shed
+}
+
+// Change is how far one cluster's routing moved: the total variation
+// distance between two weight vectors with the shed fraction counted as
+// one more weight. A solution is published when some cluster moved by at
+// least the configured minimum change (or too long has passed).
+func Change(a map[string]float64, shedA float64, b map[string]float64, shedB float64) float64 {
+	return (math.Abs(shedA-shedB) + 2*sched.TotalVariation(a, b)) / 2
+}
+
+// sortedKeys returns m's keys in ascending order, so that output and
+// floating-point sums never depend on map order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// Anchor is the previous solution the solver's churn term and warm start
+// use: the published weights and shed fractions by cluster, with the
+// cluster prices of the solve that made them where known (prices may be
+// nil). Nil when nothing is published.
+func Anchor(weights map[string]map[string]float64, shed map[string]float64, prices map[string]float64) *optimize.Solution {
+	if len(weights) == 0 {
+		return nil
+	}
+	s := &optimize.Solution{Weights: map[string]map[string]float64{}, ShedFraction: map[string]float64{},
+		ClusterPriceMs: map[string]float64{}}
+	for c, w := range weights {
+		s.Weights[c] = w
+		s.ShedFraction[c] = shed[c]
+		if v, ok := prices[c]; ok {
+			s.ClusterPriceMs[c] = v
+		}
+	}
+	return s
+}
+
+// Table derives a cluster's selection table from its previous one with
+// the fewest slot moves (sched.Rebalance), or lays one out the first time,
+// over the engines with positive weight in name order. Engines without
+// weight are not listed, so they own no slot; nil when no engine has
+// weight (everything shed).
+func Table(prev *sched.Table, weights map[string]float64) (*sched.Table, error) {
+	names := make([]string, 0, len(weights))
+	for _, n := range sortedKeys(weights) {
+		if weights[n] > 0 {
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
+		return nil, nil
+	}
+	ws := make([]float64, len(names))
+	for i, n := range names {
+		ws[i] = weights[n]
+	}
+	return sched.Rebalance(prev, names, ws)
+}

@@ -1,0 +1,96 @@
+package routing
+
+import (
+	"errors"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/ilb-router/ilb/schemas"
+	"github.com/ilb-router/ilb/solver/optimize"
+)
+
+func TestBuildProblem(t *testing.T) {
+	f := schemas.ExampleFleet()
+	engines := make([]optimize.Engine, len(f.Engines))
+	for i := range engines {
+		engines[i] = optimize.Engine{Name: "ignored", CapacityRps: 3, TTFT: optimize.TTFT{BaseMs: 100, QueueMs: 50},
+			TBOT: optimize.TBOT{BaseMs: 30, SlopeMs: 20}}
+	}
+	engines[2].CapacityRps = 0 // east-a100-0: derated away
+	p, err := BuildProblem(f, engines, []float64{1, 2, 3}, 250)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{}
+	for _, e := range p.Engines {
+		names = append(names, e.Name)
+	}
+	if !slices.Equal(names, []string{"east-h100-0", "east-h100-1", "eu-a100-0", "eu-h100-0", "west-a100-0"}) {
+		t.Errorf("engines %v: want the fleet's with capacity, sorted", names)
+	}
+	if !slices.Equal(p.Eligible["fe-eu"], []string{"eu-a100-0", "eu-h100-0"}) {
+		t.Errorf("fe-eu (residency eu) may use %v", p.Eligible["fe-eu"])
+	}
+	if p.MeanOutputTokens != 250 || p.Clusters[1].DemandRps != 2 || p.NetworkMs["fe-west"]["east-h100-0"] != 72 {
+		t.Errorf("problem %+v", p)
+	}
+	for i := range engines {
+		engines[i].CapacityRps = 0
+	}
+	if _, err := BuildProblem(f, engines, nil, 250); !errors.Is(err, ErrNoEngine) {
+		t.Errorf("every engine down: %v, want ErrNoEngine", err)
+	}
+}
+
+func TestCheckSolution(t *testing.T) {
+	p := &optimize.Problem{MeanOutputTokens: 200, MaxUtilization: 0.9, ShedPenaltyMs: 60000,
+		Clusters: []optimize.Cluster{{Name: "a", DemandRps: 10}},
+		Engines:  []optimize.Engine{{Name: "x", CapacityRps: 20}, {Name: "y", CapacityRps: 20}, {Name: "z", CapacityRps: 20}},
+		Eligible: map[string][]string{"a": {"x", "y"}}}
+	good := func() *optimize.Solution {
+		return &optimize.Solution{Weights: map[string]map[string]float64{"a": {"x": 0.6, "y": 0.3}},
+			ShedFraction: map[string]float64{"a": 0.1}, EngineLoadRps: map[string]float64{"x": 6, "y": 3}}
+	}
+	if err := CheckSolution(p, good()); err != nil {
+		t.Fatalf("a good solution is rejected: %v", err)
+	}
+	for name, breakIt := range map[string]func(s *optimize.Solution){
+		"ineligible engine": func(s *optimize.Solution) { s.Weights["a"]["z"], s.Weights["a"]["x"] = 0.1, 0.5 },
+		"NaN weight":        func(s *optimize.Solution) { s.Weights["a"]["x"] = math.NaN() },
+		"sum not 1":         func(s *optimize.Solution) { s.Weights["a"]["x"] = 0.5 },
+		"negative":          func(s *optimize.Solution) { s.Weights["a"]["x"], s.Weights["a"]["y"] = -0.1, 1 },
+		"missing cluster":   func(s *optimize.Solution) { delete(s.Weights, "a") },
+		"overloaded engine": func(s *optimize.Solution) { s.EngineLoadRps["x"] = 18.5 },
+		"infinite shed":     func(s *optimize.Solution) { s.ShedFraction["a"] = math.Inf(1) },
+	} {
+		s := good()
+		breakIt(s)
+		if err := CheckSolution(p, s); !errors.Is(err, ErrRejected) {
+			t.Errorf("%s: %v, want ErrRejected", name, err)
+		}
+	}
+	if err := CheckSolution(p, nil); !errors.Is(err, ErrRejected) {
+		t.Errorf("no solution: %v", err)
+	}
+}
+
+func TestNormalizeAndChange(t *testing.T) {
+	w, shed := Normalize(map[string]float64{"a": 0.6000001, "b": 0.2999999, "c": 1e-9}, 0.1)
+	if _, ok := w["c"]; ok {
+		t.Error("a weight below the floor survived")
+	}
+	if sum := w["a"] + w["b"] + shed; math.Abs(sum-1) > 1e-15 {
+		t.Errorf("sum %v, want 1", sum)
+	}
+	if w, shed := Normalize(map[string]float64{}, 0.2); len(w) != 0 || shed != 1 {
+		t.Errorf("no weight left: %v shed %v, want all shed", w, shed)
+	}
+	a := map[string]float64{"x": 0.5, "y": 0.5}
+	if got := Change(a, 0, map[string]float64{"x": 0.8, "y": 0.2}, 0); math.Abs(got-0.3) > 1e-12 {
+		t.Errorf("change %v, want the total variation 0.3", got)
+	}
+	if got := Change(a, 0, map[string]float64{"x": 0.4, "y": 0.4}, 0.2); math.Abs(got-0.2) > 1e-12 {
+		t.Errorf("change with shed %v, want 0.2 (shed counted as one more weight)", got)
+	}
+}
