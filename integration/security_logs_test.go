@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,13 +14,16 @@ import (
 // way an operator does, with secrets passed the supported ways: the Kafka
 // SASL password in a file (--kafka-sasl-password-file) or in
 // ILB_KAFKA_SASL_PASSWORD, never as a flag, and the NATS password in the
-// --nats URL (what docker-compose.yml does). The brokers are the test's
-// own: a TLS-only, SCRAM-only Kafka and a NATS server configured from
-// deploy/nats/nats.conf. Each service runs once with the right secret
-// (and must get to work: partitions assigned, snapshots published and
-// served) and once with a wrong one; debug logging is on where a flag
-// allows it. Nothing any process prints, on stdout or stderr, contains a
-// password, right or wrong.
+// --nats URL (what docker-compose.yml does), in a file
+// (--nats-password-file) or in ILB_NATS_PASSWORD, with the user in the
+// URL. The brokers are the test's own: a TLS-only, SCRAM-only Kafka and a
+// NATS server configured from deploy/nats/nats.conf. Each service runs
+// once with the right secret (and must get to work: partitions assigned,
+// snapshots published and served) and once with a wrong one; debug
+// logging is on where a flag allows it. A wrong NATS password is named as
+// the server's "authorization violation" in the output. Nothing any
+// process prints, on stdout or stderr, contains a password, right or
+// wrong.
 func securityNoSecrets(t *testing.T, bin string) {
 	p := newPKI(t)
 	kafkaAddr := secureKafka(t, p, p.serverTLS)[0]
@@ -28,6 +32,9 @@ func securityNoSecrets(t *testing.T, bin string) {
 	natsHost := srv.Addr().(*net.TCPAddr).String()
 	natsWith := func(user, pass string) string {
 		return (&url.URL{Scheme: "nats", User: url.UserPassword(user, pass), Host: natsHost}).String()
+	}
+	natsUser := func(user string) string {
+		return (&url.URL{Scheme: "nats", User: url.User(user), Host: natsHost}).String()
 	}
 	dir := t.TempDir()
 	fleet := filepath.Join(dir, "fleet.yaml")
@@ -43,30 +50,33 @@ func securityNoSecrets(t *testing.T, bin string) {
 			"--nats-tls-cert", p.clientCert, "--nats-tls-key", p.clientKey}
 	}
 	const wrongNATS = "wrong-nats-pw-Qz7"
+	dpPasswordFile := writeSecret(t, dir, "nats-dataplane-password", testDataplanePassword)
+	wrongNATSEnv := append([]string{"ILB_NATS_PASSWORD=" + wrongNATS}, wrongEnv...)
 
 	runs := []struct {
 		name  string
 		env   []string
 		args  []string
 		ready string // printed once the service works; "" for the wrong-secret runs
+		says  string // printed (case aside) by the end, if set
 	}{
 		{"aggregator", nil, append([]string{"aggregator", "--fleet", fleet, "--log-level", "debug", "--window", "1s"}, withFile...),
-			`partitions assigned`},
-		{"aggregator-wrong", wrongEnv, append([]string{"aggregator", "--fleet", fleet, "--log-level", "debug", "--group", "wrong"}, kafkaArgs...), ""},
+			`partitions assigned`, ""},
+		{"aggregator-wrong", wrongEnv, append([]string{"aggregator", "--fleet", fleet, "--log-level", "debug", "--group", "wrong"}, kafkaArgs...), "", ""},
 		{"engine-sim", nil, append([]string{"engine-sim", "--fleet", fleet, "--http", "127.0.0.1:0", "--status-interval", "200ms"}, withFile...),
-			`listening on`},
+			`listening on`, ""},
 		{"optimizer", nil, append([]string{"optimizer", "--fleet", fleet, "--id", "opt", "--nats", natsWith("optimizer", testOptimizerPassword),
-			"--min-interval", "200ms", "--max-interval", "500ms"}, withFile...), `leadership changed.*leader=true`},
+			"--min-interval", "200ms", "--max-interval", "500ms"}, withFile...), `leadership changed.*leader=true`, ""},
 		{"optimizer-wrong", wrongEnv, append([]string{"optimizer", "--fleet", fleet, "--id", "opt-wrong",
-			"--nats", natsWith("optimizer", wrongNATS)}, kafkaArgs...), ""},
+			"--nats", natsWith("optimizer", wrongNATS)}, kafkaArgs...), "", "authorization violation"},
 		{"dataplane", nil, append([]string{"dataplane", "--cluster", "fe-a", "--fleet", fleet, "--http", "127.0.0.1:0",
-			"--nats", natsWith("dataplane", testDataplanePassword)}, withFile...), `snapshot swapped in`},
+			"--nats", natsUser("dataplane"), "--nats-password-file", dpPasswordFile}, withFile...), `snapshot swapped in`, ""},
 		{"optimizer-nkey-tls", nil, append(append([]string{"optimizer", "--fleet", fleet, "--id", "opt-nkey",
-			"--min-interval", "200ms", "--max-interval", "500ms"}, natsTLS(optKey)...), withFile...), `leadership changed.*leader=true`},
+			"--min-interval", "200ms", "--max-interval", "500ms"}, natsTLS(optKey)...), withFile...), `leadership changed.*leader=true`, ""},
 		{"dataplane-nkey-tls", nil, append(append([]string{"dataplane", "--cluster", "fe-a", "--fleet", fleet, "--http", "127.0.0.1:0"},
-			natsTLS(dpKey)...), withFile...), `snapshot swapped in`},
-		{"dataplane-wrong", wrongEnv, append([]string{"dataplane", "--cluster", "fe-a", "--fleet", fleet, "--http", "127.0.0.1:0",
-			"--nats", natsWith("dataplane", wrongNATS)}, kafkaArgs...), ""},
+			natsTLS(dpKey)...), withFile...), `snapshot swapped in`, ""},
+		{"dataplane-wrong", wrongNATSEnv, append([]string{"dataplane", "--cluster", "fe-a", "--fleet", fleet, "--http", "127.0.0.1:0",
+			"--nats", natsUser("dataplane")}, kafkaArgs...), "", "authorization violation"},
 	}
 	procs := make([]*proc, len(runs))
 	for i, r := range runs {
@@ -83,6 +93,9 @@ func securityNoSecrets(t *testing.T, bin string) {
 	for i, r := range runs {
 		procs[i].stop(t)
 		out := procs[i].out.String()
+		if r.says != "" && !strings.Contains(strings.ToLower(out), r.says) {
+			t.Errorf("%s: output does not say %q:\n%s", r.name, r.says, lastLines(out, 10))
+		}
 		checkNoSecrets(t, r.name+" output", out, kafkaPass256, kafkaWrongPass, testOptimizerPassword, testDataplanePassword, wrongNATS,
 			optKey.seed, dpKey.seed)
 		t.Logf("%s: %d bytes of output, no secret; last line: %s", r.name, len(out), lastLines(out, 1))

@@ -1,9 +1,11 @@
 package integration
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -145,8 +147,10 @@ func TestSecurityNATSTLSAndNKeys(t *testing.T) {
 // plane against a TLS-only NATS server with NKey users that have the
 // permissions of deploy/nats/nats.conf: the optimizer creates the bucket
 // and publishes, the data plane (read-only user) watches and serves the
-// snapshots, and a put with the data plane's identity is refused, leaving
-// the served weights unchanged. No seed appears in the logs.
+// snapshots, and a put with the data plane's identity is refused, with
+// kv.ErrNotPermitted naming the refused subject rather than a bare
+// timeout, leaving the served weights unchanged. No seed appears in the
+// logs.
 func TestSecurityNATSServicesWithPermissions(t *testing.T) {
 	checkLeaks(t)
 	p := newPKI(t)
@@ -173,12 +177,16 @@ func TestSecurityNATSServicesWithPermissions(t *testing.T) {
 	b := weightsBucket(t, djs)
 	forged := fmt.Appendf(nil, `{"version":999999,"cluster":"fe-a","created_at":%q,"weights":{"e-0":1},"shed_fraction":0}`,
 		time.Now().UTC().Format(time.RFC3339))
-	_, err := b.Put(shortCtx(t, time.Second), "fe-a", forged)
+	cur, err := kv.Get(shortCtx(t, 3*time.Second), b, "fe-a")
+	if err != nil {
+		t.Fatalf("the data plane's identity cannot read the bucket: %v", err)
+	}
+	_, err = kv.Put(shortCtx(t, time.Second), b, "fe-a", forged, cur.Revision)
 	if err == nil {
 		t.Fatal("the data plane's identity wrote a snapshot into the weights bucket")
 	}
-	if _, err := b.Get(shortCtx(t, 3*time.Second), "fe-a"); err != nil {
-		t.Errorf("the data plane's identity cannot read the bucket: %v", err)
+	if !errors.Is(err, kv.ErrNotPermitted) || !strings.Contains(err.Error(), "$KV.ilb-weights.fe-a") {
+		t.Errorf("the refused put says %v; want kv.ErrNotPermitted naming the subject", err)
 	}
 	time.Sleep(300 * time.Millisecond)
 	if v := routing(t, c, dp.url, "fe-a"); v.Version >= 999999 {

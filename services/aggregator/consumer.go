@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"time"
@@ -55,8 +56,11 @@ func (a *Aggregator) connect(ctx context.Context) (*kgo.Client, error) {
 }
 
 // consume is the consumer loop: poll, handle, allow rebalances, until ctx
-// ends.
+// ends. Failures of the group, fetches, publishing and commits are
+// reported through a troubles (rate-limited warnings); the consumer is
+// healthy while it is in the group and no failure has persisted.
 func (a *Aggregator) consume(ctx context.Context, cl *kgo.Client) error {
+	tr := newTroubles(a.log, a.cfg.Group)
 	for {
 		pctx, cancel := context.WithTimeout(ctx, a.cfg.PollInterval)
 		fs := cl.PollRecords(pctx, a.cfg.MaxPollRecords)
@@ -68,29 +72,60 @@ func (a *Aggregator) consume(ctx context.Context, cl *kgo.Client) error {
 		if fs.IsClientClosed() {
 			return errors.New("aggregator: kafka client closed")
 		}
-		_, gen := cl.GroupMetadata()
-		a.health.Set("consumer", a.fetchOK(fs) && gen >= 0)
-		a.handle(ctx, cl, fs.Records())
+		now := a.now()
+		a.fetchErrors(now, tr, fs)
+		member, gen := cl.GroupMetadata()
+		tr.membership(now, member, gen)
+		if tr.probeDue(now) {
+			tr.probed(now, ping(ctx, cl))
+		}
+		recs := fs.Records()
+		res := a.handle(ctx, cl, recs)
+		tr.outcome(now, troublePublish, res.pubErr) // nil: nothing left to publish
+		if res.committed {
+			tr.outcome(now, troubleCommit, res.commitErr)
+		}
+		if len(recs) > 0 {
+			tr.outcome(now, troubleFetch, nil)
+		}
+		a.health.Set("consumer", gen >= 0 && !tr.persistent(now))
 		cl.AllowRebalance()
 	}
 }
 
-// fetchOK logs fetch errors and reports whether there were none.
-func (a *Aggregator) fetchOK(fs kgo.Fetches) bool {
-	ok := true
+// fetchErrors reports the polled errors: group-session errors (joining,
+// syncing, heartbeats) and partition fetch errors.
+func (a *Aggregator) fetchErrors(now time.Time, tr *troubles, fs kgo.Fetches) {
 	fs.EachError(func(topic string, p int32, err error) {
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 			return
 		}
-		ok = false
-		a.log.Warn("aggregator: fetch failed", "topic", topic, "partition", p, "err", err)
+		var gs *kgo.ErrGroupSession
+		if errors.As(err, &gs) {
+			tr.failed(now, troubleGroup, err)
+			return
+		}
+		tr.failed(now, troubleFetch, fmt.Errorf("topic %s partition %d: %w", topic, p, err))
 	})
-	return ok
+}
+
+// ping asks the brokers for their API versions, bounded by probeTimeout.
+func ping(ctx context.Context, cl *kgo.Client) error {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	return cl.Ping(ctx)
+}
+
+// batchResult is how publishing and committing a batch went.
+type batchResult struct {
+	pubErr    error // nil: nothing is left to publish
+	committed bool  // a commit was attempted
+	commitErr error
 }
 
 // handle applies one polled batch, emits the windows it closed, publishes
 // and commits.
-func (a *Aggregator) handle(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) {
+func (a *Aggregator) handle(ctx context.Context, cl *kgo.Client, recs []*kgo.Record) (res batchResult) {
 	ctx, span := a.tracer.Start(ctx, "aggregator.batch", trace.WithAttributes(attribute.Int("records", len(recs))))
 	defer span.End()
 	a.mu.Lock()
@@ -107,14 +142,12 @@ func (a *Aggregator) handle(ctx context.Context, cl *kgo.Client, recs []*kgo.Rec
 	if a.cfg.Clock == ClockEvent {
 		a.fitDueLocked(ctx)
 	}
-	published := a.publishLocked(ctx, cl)
+	res.pubErr = a.publishLocked(ctx, cl)
 	a.backpressureLocked(cl)
-	if !published {
-		return
+	if res.pubErr == nil && (a.core.emits > 0 || now.Sub(a.lastCommit) >= a.cfg.CommitInterval) {
+		res.committed, res.commitErr = a.commitLocked(ctx, cl, nil)
 	}
-	if a.core.emits > 0 || now.Sub(a.lastCommit) >= a.cfg.CommitInterval {
-		a.commitLocked(ctx, cl, nil)
-	}
+	return res
 }
 
 // backpressureLocked stops fetching signals while more than
@@ -135,12 +168,12 @@ func (a *Aggregator) backpressureLocked(cl *kgo.Client) {
 
 // publishLocked produces every pending record (features and DLQ) and
 // waits for the acknowledgements. Records that failed stay pending, and
-// offsets are not committed until they are out; it reports whether
+// offsets are not committed until they are out; it returns nil when
 // nothing is left.
-func (a *Aggregator) publishLocked(ctx context.Context, cl *kgo.Client) bool {
+func (a *Aggregator) publishLocked(ctx context.Context, cl *kgo.Client) error {
 	out := a.core.outbox
 	if len(out) == 0 {
-		return true
+		return nil
 	}
 	ctx, span := a.tracer.Start(ctx, "aggregator.publish", trace.WithAttributes(attribute.Int("records", len(out))))
 	defer span.End()
@@ -165,10 +198,9 @@ func (a *Aggregator) publishLocked(ctx context.Context, cl *kgo.Client) bool {
 	a.core.outbox = append(out[:0], failed...)
 	if len(failed) > 0 {
 		a.cnt.publishFailed.Add(1)
-		a.log.Warn("aggregator: publish failed; will retry, offsets wait", "records", len(failed), "err", first)
-		return false
+		return fmt.Errorf("%d records not acknowledged; will retry, offsets wait: %w", len(failed), first)
 	}
-	return true
+	return nil
 }
 
 func hasHeader(r *kgo.Record, key string) bool {
@@ -188,8 +220,10 @@ func cmpOr(a, b error) error {
 }
 
 // commitLocked commits the commit point of every dirty partition (or of
-// only those listed), each with its window checkpoint as metadata.
-func (a *Aggregator) commitLocked(ctx context.Context, cl *kgo.Client, only []int32) {
+// only those listed), each with its window checkpoint as metadata. It
+// reports whether there was anything to commit, and why some could not be
+// (they are retried with the next commit).
+func (a *Aggregator) commitLocked(ctx context.Context, cl *kgo.Client, only []int32) (bool, error) {
 	offs := map[int32]kgo.EpochOffset{}
 	meta := map[int32]string{}
 	for p, ps := range a.core.parts {
@@ -200,7 +234,7 @@ func (a *Aggregator) commitLocked(ctx context.Context, cl *kgo.Client, only []in
 	}
 	a.lastCommit, a.core.emits = a.now(), 0
 	if len(offs) == 0 || a.noCommit.Load() {
-		return
+		return false, nil
 	}
 	err := commitWithMetadata(ctx, cl, a.cfg.SignalsTopic, offs, meta)
 	for p, o := range offs {
@@ -208,9 +242,7 @@ func (a *Aggregator) commitLocked(ctx context.Context, cl *kgo.Client, only []in
 			ps.committed = o.Offset
 		}
 	}
-	if err != nil {
-		a.log.Warn("aggregator: commit failed; will retry", "err", err)
-	}
+	return true, err
 }
 
 // commitWithMetadata commits offs of topic in one synchronous request,
@@ -311,10 +343,21 @@ func (a *Aggregator) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.publishLocked(ctx, cl) {
-		a.commitLocked(ctx, cl, parts)
-	}
+	a.publishThenCommitLocked(ctx, cl, parts, "partitions revoked")
 	a.forgetLocked(parts)
+}
+
+// publishThenCommitLocked publishes what is pending and, if that worked,
+// commits (only, or every dirty partition when nil), logging a failure:
+// for the one-off flushes of a revoke or a shutdown.
+func (a *Aggregator) publishThenCommitLocked(ctx context.Context, cl *kgo.Client, only []int32, why string) {
+	if err := a.publishLocked(ctx, cl); err != nil {
+		a.log.Warn("aggregator: publish failed; "+why, "err", err)
+		return
+	}
+	if _, err := a.commitLocked(ctx, cl, only); err != nil {
+		a.log.Warn("aggregator: commit failed; "+why, "err", err)
+	}
 }
 
 // onLost forgets partitions that were taken away without a revoke: their
@@ -322,8 +365,11 @@ func (a *Aggregator) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[
 func (a *Aggregator) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.forgetLocked(lost[a.cfg.SignalsTopic])
-	a.log.Warn("aggregator: partitions lost", "partitions", lost[a.cfg.SignalsTopic])
+	parts := lost[a.cfg.SignalsTopic]
+	a.forgetLocked(parts)
+	if len(parts) > 0 { // franz-go calls this after every failed rejoin too
+		a.log.Warn("aggregator: partitions lost", "partitions", parts)
+	}
 }
 
 func (a *Aggregator) forgetLocked(parts []int32) {
@@ -342,9 +388,7 @@ func (a *Aggregator) shutdown(cl *kgo.Client) error {
 	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.PublishTimeout)
 	defer cancel()
 	a.mu.Lock()
-	if a.publishLocked(ctx, cl) {
-		a.commitLocked(ctx, cl, nil)
-	}
+	a.publishThenCommitLocked(ctx, cl, nil, "shutting down")
 	a.mu.Unlock()
 	if err := cl.LeaveGroupContext(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		a.log.Warn("aggregator: leave group", "err", err)
@@ -367,4 +411,163 @@ func (a *Aggregator) sortedParts() []int32 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return slices.Sorted(maps.Keys(a.core.parts))
+}
+
+// A failing consumer (broker gone, wrong credentials, refused writes) is
+// reported at Warn once per kind of error per troubleLogEvery, with how
+// often it recurred in between, not on every poll; one that has lasted
+// troublePersist makes the consumer unhealthy on /healthz.
+const (
+	troubleLogEvery = 10 * time.Second
+	troublePersist  = 10 * time.Second
+	// troubleForget: a kind not seen for this long is over.
+	troubleForget = 2 * troubleLogEvery
+	// probeTimeout bounds the broker probe made while out of the group.
+	probeTimeout = 2 * time.Second
+	// maxTroubles bounds the kinds remembered (error texts can vary).
+	maxTroubles = 32
+	kafkaHint   = "check that the brokers are up and that the Kafka addresses, TLS and SASL settings are right"
+)
+
+// Kinds of trouble: what failed.
+const (
+	troubleGroup   = "consumer group"
+	troubleFetch   = "fetch"
+	troubleCommit  = "commit"
+	troublePublish = "publish"
+	troubleBrokers = "brokers"
+)
+
+// errNotJoined: the brokers answer but the group has taken no member in.
+var errNotJoined = errors.New("the brokers answer, but this member has not joined the group")
+
+// troubles is the consumer loop's record of what is failing. Owned by
+// the consumer loop; time comes from its caller.
+type troubles struct {
+	log      *slog.Logger
+	group    string
+	kinds    map[string]*trouble // by kind and error text
+	member   string              // group member id and generation last seen
+	gen      int32
+	outSince time.Time // since when not in the group; zero while in it
+	probe    time.Time // last broker probe
+}
+
+type trouble struct {
+	kind                string
+	since, seen, logged time.Time
+	count               int // occurrences
+	repeats             int // occurrences since the last warning
+}
+
+func newTroubles(log *slog.Logger, group string) *troubles {
+	return &troubles{log: log, group: group, kinds: map[string]*trouble{}, gen: -1}
+}
+
+// failed records that kind failed with err at now, warning when the
+// kind and error are new or last warned about troubleLogEvery ago.
+func (ts *troubles) failed(now time.Time, kind string, err error) {
+	key := kind + "\x00" + err.Error()
+	t, ok := ts.kinds[key]
+	if !ok {
+		ts.makeRoom()
+		t = &trouble{kind: kind, since: now}
+		ts.kinds[key] = t
+	}
+	t.seen = now
+	t.count++
+	t.repeats++
+	if ok && now.Sub(t.logged) < troubleLogEvery {
+		return
+	}
+	ts.log.Warn("aggregator: "+kind+" failing", "group", ts.group, "err", err, "times", t.repeats,
+		"failing_for", now.Sub(t.since).Round(time.Millisecond), "hint", kafkaHint)
+	t.logged, t.repeats = now, 0
+}
+
+// makeRoom forgets the least recently seen kind when the map is full.
+func (ts *troubles) makeRoom() {
+	if len(ts.kinds) < maxTroubles {
+		return
+	}
+	var oldest string
+	for k, t := range ts.kinds {
+		if oldest == "" || t.seen.Before(ts.kinds[oldest].seen) {
+			oldest = k
+		}
+	}
+	delete(ts.kinds, oldest)
+}
+
+// outcome records the result of an operation of kind: a failure, or
+// (err nil) a success that ends that kind's troubles.
+func (ts *troubles) outcome(now time.Time, kind string, err error) {
+	if err != nil {
+		ts.failed(now, kind, err)
+		return
+	}
+	ts.clear(now, func(t *trouble) bool { return t.kind == kind })
+}
+
+// clear forgets the troubles match selects, saying so for those that
+// were warned about.
+func (ts *troubles) clear(now time.Time, match func(*trouble) bool) {
+	for k, t := range ts.kinds {
+		if match(t) {
+			delete(ts.kinds, k)
+			ts.log.Info("aggregator: "+t.kind+" working again", "group", ts.group, "failed_for", now.Sub(t.since).Round(time.Millisecond))
+		}
+	}
+}
+
+// membership notes the group member id and generation: a new one is a
+// (re)join, which ends group, fetch and broker troubles. Being out of the
+// group starts the clock for probeDue.
+func (ts *troubles) membership(now time.Time, member string, gen int32) {
+	switch {
+	case gen < 0 && ts.outSince.IsZero():
+		ts.outSince = now
+	case gen >= 0 && (gen != ts.gen || member != ts.member):
+		ts.outSince = time.Time{}
+		ts.clear(now, func(t *trouble) bool { return t.kind != troubleCommit && t.kind != troublePublish })
+	}
+	ts.member, ts.gen = member, gen
+	ts.clear(now, func(t *trouble) bool { return now.Sub(t.seen) >= troubleForget })
+}
+
+// probeDue reports whether to probe the brokers: out of the group for
+// troublePersist with no error to show for it lately (franz-go retries
+// some failures, such as a connection closed during SASL, without
+// reporting them), and not probed within troubleLogEvery.
+func (ts *troubles) probeDue(now time.Time) bool {
+	if ts.outSince.IsZero() || now.Sub(ts.outSince) < troublePersist || now.Sub(ts.probe) < troubleLogEvery {
+		return false
+	}
+	for _, t := range ts.kinds {
+		if t.kind != troubleBrokers && now.Sub(t.seen) < troubleLogEvery {
+			return false
+		}
+	}
+	return true
+}
+
+// probed records the probe's result: the brokers' error, or that they
+// answer while the group still has not taken this member in.
+func (ts *troubles) probed(now time.Time, err error) {
+	ts.probe = now
+	if err == nil {
+		err = errNotJoined
+	}
+	ts.failed(now, troubleBrokers, fmt.Errorf("still not in the group: %w", err))
+}
+
+// persistent reports whether some trouble has recurred for
+// troublePersist and is still going on.
+func (ts *troubles) persistent(now time.Time) bool {
+	for _, t := range ts.kinds {
+		if t.count > 1 && now.Sub(t.since) >= troublePersist && now.Sub(t.seen) <= troubleLogEvery {
+			return true
+		}
+	}
+	return false
 }

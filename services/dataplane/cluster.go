@@ -23,10 +23,11 @@ type cluster struct {
 	newShare atomic.Uint64 // float64 bits: share of requests that are new
 
 	// Hot-path counters, read by the metric callbacks.
-	shed      atomic.Int64
-	throttled atomic.Int64
-	fallbacks [len(fallbackNames)]atomic.Int64 // by fallback reason
-	codes     [600]atomic.Int64                // requests by HTTP status code
+	shed         atomic.Int64
+	throttled    atomic.Int64
+	unreplayable atomic.Int64                     // failed attempts not retried: body streamed
+	fallbacks    [len(fallbackNames)]atomic.Int64 // by fallback reason
+	codes        [600]atomic.Int64                // requests by HTTP status code
 
 	// Guarded by DataPlane.mu.
 	snap   *schemas.Snapshot

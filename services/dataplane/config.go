@@ -66,6 +66,14 @@ type Config struct {
 	RetryAfter time.Duration
 	// MaxBodyBytes bounds request bodies (413 beyond).
 	MaxBodyBytes int64
+	// RetryBodyBytes: a chat request routed by its headers alone has its
+	// body read up to this size before it is forwarded, so that a failed
+	// attempt can be retried on another engine. A larger body is streamed
+	// to the engine as it arrives and cannot be retried once the engine
+	// has read some of it (counted in ilb_dataplane_retries_unreplayable_total).
+	// 0 streams every such body. Requests routed by their body's fields
+	// are read whole anyway (up to MaxBodyBytes) and always replayable.
+	RetryBodyBytes int64
 	// MaxRetries is the most retries of one proxied request, each on the
 	// conversation's next choice and each paid from the retry budget.
 	MaxRetries int
@@ -114,6 +122,11 @@ type OutlierConfig struct {
 	LatencyPenaltyShare float64       // share of new conversations moved off a latency outlier
 }
 
+// DefaultRetryBodyBytes is the default Config.RetryBodyBytes: a chat
+// request of a few thousand tokens fits, and 64 KiB per request in flight
+// is a small price for being able to retry it.
+const DefaultRetryBodyBytes = 64 << 10
+
 // DefaultConfig returns a Config with the defaults documented in README.md
 // and no clusters.
 func DefaultConfig() Config {
@@ -130,6 +143,7 @@ func DefaultConfig() Config {
 		ConversationIdle:      30 * time.Minute,
 		RetryAfter:            time.Second,
 		MaxBodyBytes:          1 << 20,
+		RetryBodyBytes:        DefaultRetryBodyBytes,
 		MaxRetries:            2,
 		UpstreamDialTimeout:   5 * time.Second,
 		UpstreamHeaderTimeout: 10 * time.Minute,
@@ -241,6 +255,8 @@ func (c Config) validateLimits() error {
 		return fmt.Errorf("ConversationSlots %d must be a power of two from %d to %d", c.ConversationSlots, convoWays, 1<<26)
 	case c.MaxBodyBytes < 1:
 		return fmt.Errorf("MaxBodyBytes %d must be positive", c.MaxBodyBytes)
+	case c.RetryBodyBytes < 0:
+		return fmt.Errorf("RetryBodyBytes %d must not be negative", c.RetryBodyBytes)
 	case c.MaxRetries < 0 || c.MaxRetries > 10:
 		return fmt.Errorf("MaxRetries %d must be in [0, 10]", c.MaxRetries)
 	}

@@ -22,6 +22,7 @@ const (
 	metricAge          = "ilb_dataplane_snapshot_age_seconds"
 	metricRetries      = "ilb_dataplane_retries_total"
 	metricRetryDenied  = "ilb_dataplane_retries_denied_total"
+	metricUnreplayable = "ilb_dataplane_retries_unreplayable_total"
 	metricShed         = "ilb_dataplane_shed_total"
 	metricPublishSwap  = "ilb_dataplane_publish_to_swap_seconds"
 	metricRequests     = "ilb_dataplane_requests_total"
@@ -44,9 +45,9 @@ type metrics struct {
 
 // observables are the asynchronous instruments the callback reports.
 type observables struct {
-	picks, fallbacks, retries, denied, shed, requests, throttled metric.Int64ObservableCounter
-	version, inflight, available, stale                          metric.Int64ObservableGauge
-	age                                                          metric.Float64ObservableGauge
+	picks, fallbacks, retries, denied, unreplayable, shed, requests, throttled metric.Int64ObservableCounter
+	version, inflight, available, stale                                        metric.Int64ObservableGauge
+	age                                                                        metric.Float64ObservableGauge
 }
 
 func newMetrics(mp metric.MeterProvider, d *DataPlane) (*metrics, error) {
@@ -76,6 +77,9 @@ func newMetrics(mp metric.MeterProvider, d *DataPlane) (*metrics, error) {
 	add(err)
 	obs.denied, err = m.Int64ObservableCounter(metricRetryDenied, metric.WithDescription("Retries the retry budget denied."))
 	add(err)
+	obs.unreplayable, err = m.Int64ObservableCounter(metricUnreplayable,
+		metric.WithDescription("Failed attempts not retried because their streamed request body (over RetryBodyBytes) was already sent."))
+	add(err)
 	obs.shed, err = m.Int64ObservableCounter(metricShed, metric.WithDescription("Requests shed by the snapshot's shed fraction (429)."))
 	add(err)
 	obs.requests, err = m.Int64ObservableCounter(metricRequests, metric.WithDescription("Requests answered, by status code."))
@@ -100,7 +104,7 @@ func newMetrics(mp metric.MeterProvider, d *DataPlane) (*metrics, error) {
 	out.reg, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		d.observe(o, &obs)
 		return nil
-	}, obs.picks, obs.fallbacks, obs.retries, obs.denied, obs.shed, obs.requests, obs.throttled,
+	}, obs.picks, obs.fallbacks, obs.retries, obs.denied, obs.unreplayable, obs.shed, obs.requests, obs.throttled,
 		obs.version, obs.age, obs.stale, obs.inflight, obs.available)
 	if err != nil {
 		return nil, fmt.Errorf("dataplane: metrics: %w", err)
@@ -123,6 +127,7 @@ func (d *DataPlane) observe(o metric.Observer, obs *observables) {
 		o.ObserveInt64(obs.stale, boolInt(p.stale), one)
 		o.ObserveInt64(obs.retries, c.budget.w.b.Load(), one)
 		o.ObserveInt64(obs.denied, c.budget.denied.Load(), one)
+		o.ObserveInt64(obs.unreplayable, c.unreplayable.Load(), one)
 		o.ObserveInt64(obs.shed, c.shed.Load(), one)
 		o.ObserveInt64(obs.throttled, c.throttled.Load(), one)
 		for f := reasonUnhealthy; f <= reasonStale; f++ {

@@ -108,8 +108,9 @@ type chatFields struct {
 }
 
 // readChat finds the affinity key and the cluster. When the headers give
-// both, the body is passed through unread; otherwise it is read (at most
-// MaxBodyBytes) and parsed for the user and cluster fields.
+// both, the body is not parsed: it is read if it fits RetryBodyBytes (so
+// that it can be retried) and streamed otherwise. Else it is read (at
+// most MaxBodyBytes) and parsed for the user and cluster fields.
 func (d *DataPlane) readChat(w http.ResponseWriter, r *http.Request) (*chatRequest, int, error) {
 	key, cl := r.Header.Get(HeaderConversation), r.Header.Get(HeaderCluster)
 	in := &chatRequest{cluster: cl, size: r.ContentLength}
@@ -118,15 +119,13 @@ func (d *DataPlane) readChat(w http.ResponseWriter, r *http.Request) (*chatReque
 		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("request body over %d bytes", d.cfg.MaxBodyBytes)
 	}
 	if key != "" && (cl != "" || d.single != nil) {
-		in.stream = &bodyReader{r: limited}
+		if err := d.bufferOrStream(in, limited, r.ContentLength); err != nil {
+			return nil, bodyErrorCode(err), d.bodyError(err)
+		}
 	} else {
 		body, err := io.ReadAll(limited)
-		var tooBig *http.MaxBytesError
-		switch {
-		case errors.As(err, &tooBig):
-			return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("request body over %d bytes", d.cfg.MaxBodyBytes)
-		case err != nil:
-			return nil, http.StatusBadRequest, fmt.Errorf("reading the request body: %v", err)
+		if err != nil {
+			return nil, bodyErrorCode(err), d.bodyError(err)
 		}
 		var f chatFields
 		if err := json.Unmarshal(body, &f); err != nil {
@@ -143,6 +142,43 @@ func (d *DataPlane) readChat(w http.ResponseWriter, r *http.Request) (*chatReque
 		in.hash = mix64(uint64(d.rand() * (1 << 53)))
 	}
 	return in, 0, nil
+}
+
+// bufferOrStream reads a header-routed body whole when it fits
+// RetryBodyBytes, so that it can be sent again, and otherwise streams it
+// to the engine: unread when its length says it is larger, else with the
+// part read to find out put back in front.
+func (d *DataPlane) bufferOrStream(in *chatRequest, body io.Reader, length int64) error {
+	if length > d.cfg.RetryBodyBytes {
+		in.stream = &bodyReader{r: body}
+		return nil
+	}
+	head, err := io.ReadAll(io.LimitReader(body, d.cfg.RetryBodyBytes+1))
+	if err != nil {
+		return err
+	}
+	if int64(len(head)) <= d.cfg.RetryBodyBytes {
+		in.body, in.size = head, int64(len(head))
+		return nil
+	}
+	in.stream = &bodyReader{r: io.MultiReader(bytes.NewReader(head), body)}
+	return nil
+}
+
+// bodyErrorCode is the status of a failure to read the request body: 413
+// over MaxBodyBytes, else 400.
+func bodyErrorCode(err error) int {
+	if tooLarge(err) {
+		return http.StatusRequestEntityTooLarge
+	}
+	return http.StatusBadRequest
+}
+
+func (d *DataPlane) bodyError(err error) error {
+	if tooLarge(err) {
+		return fmt.Errorf("request body over %d bytes", d.cfg.MaxBodyBytes)
+	}
+	return fmt.Errorf("reading the request body: %v", err)
 }
 
 // forward sends the request to the chosen engine, retrying on the next
@@ -177,7 +213,7 @@ func (d *DataPlane) forward(w http.ResponseWriter, r *http.Request, c *cluster, 
 // retry budget only when there is one.
 func (d *DataPlane) nextAttempt(c *cluster, p *picker, in *chatRequest, ch choice, tr *tried,
 	resp *http.Response, err error, attempt int, ongoing bool) (choice, bool) {
-	if !d.shouldRetry(resp, err, attempt, in) {
+	if !d.shouldRetry(c, resp, err, attempt, in) {
 		return choice{}, false
 	}
 	tr.add(ch.idx)
@@ -215,11 +251,17 @@ func (d *DataPlane) send(in *chatRequest, r *http.Request, s *slot) (*http.Respo
 	return resp, err
 }
 
-func (d *DataPlane) shouldRetry(resp *http.Response, err error, attempt int, in *chatRequest) bool {
-	if attempt >= d.cfg.MaxRetries || in.ctx.Err() != nil || !in.replayable() || tooLarge(err) {
+// shouldRetry reports whether a failed attempt may be retried, counting
+// the failures that are not only because the body was streamed away.
+func (d *DataPlane) shouldRetry(c *cluster, resp *http.Response, err error, attempt int, in *chatRequest) bool {
+	if attempt >= d.cfg.MaxRetries || in.ctx.Err() != nil || tooLarge(err) || (err == nil && resp.StatusCode < 500) {
 		return false
 	}
-	return err != nil || resp.StatusCode >= 500
+	if !in.replayable() {
+		c.unreplayable.Add(1)
+		return false
+	}
+	return true
 }
 
 // tooLarge reports whether err is the incoming body exceeding its limit.

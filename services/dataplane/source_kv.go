@@ -2,9 +2,11 @@ package dataplane
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ilb-router/ilb/services/internal/run"
@@ -34,7 +36,9 @@ func (d *DataPlane) runKV(ctx context.Context) error {
 }
 
 // openBucket opens the weights bucket, waiting (with backoff) until NATS
-// is reachable and the optimizer has created it.
+// is reachable and the optimizer has created it. A connection closed for
+// good (the server refused the credentials) ends the wait with the
+// server's reason: it would never open.
 func (d *DataPlane) openBucket(ctx context.Context) (jetstream.KeyValue, error) {
 	pause := 100 * time.Millisecond
 	for logged := false; ; {
@@ -45,8 +49,15 @@ func (d *DataPlane) openBucket(ctx context.Context) (jetstream.KeyValue, error) 
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		if errors.Is(err, nats.ErrConnectionClosed) {
+			return nil, fmt.Errorf("weights bucket %s: %w", d.cfg.Bucket, d.connError(err))
+		}
 		if !logged || pause >= 5*time.Second {
-			d.log.Warn("weights bucket not available yet; waiting", "bucket", d.cfg.Bucket, "err", err)
+			attrs := []any{"bucket", d.cfg.Bucket, "err", err}
+			if cerr := d.connError(nil); cerr != nil {
+				attrs = append(attrs, "nats", cerr)
+			}
+			d.log.Warn("weights bucket not available yet; waiting", attrs...)
 			logged = true
 		}
 		t := time.NewTimer(pause)
@@ -74,8 +85,23 @@ func (d *DataPlane) watchCluster(ctx context.Context, b jetstream.KeyValue, name
 		}
 		return nil
 	}, initial, opts...)
+	if errors.Is(err, nats.ErrConnectionClosed) {
+		err = d.connError(err)
+	}
 	if err != nil {
 		return fmt.Errorf("weights watch %s: %w", name, err)
 	}
 	return ctx.Err()
+}
+
+// connError is why the NATS connection is unusable (kv.ConnError: the
+// server's reason and a hint), or err when that is unknown.
+func (d *DataPlane) connError(err error) error {
+	if d.deps.NATS == nil {
+		return err
+	}
+	if cerr := kv.ConnError(d.deps.NATS); cerr != nil {
+		return cerr
+	}
+	return err
 }

@@ -14,6 +14,7 @@ import (
 // on a command line (visible in ps) or in logs.
 const (
 	envKafkaSASLPassword = "ILB_KAFKA_SASL_PASSWORD"
+	envNATSPassword      = "ILB_NATS_PASSWORD"
 )
 
 // kafkaFlags are the Kafka connection flags every service shares.
@@ -69,6 +70,7 @@ func (k *kafkaFlags) config(clientID string) (kafka.ClientConfig, error) {
 type natsFlags struct {
 	url                       string
 	creds, nkey               string
+	passwordFile              string
 	caFile, certFile, keyFile string
 }
 
@@ -78,6 +80,8 @@ func addNATSFlags(fs *flag.FlagSet) *natsFlags {
 	fs.StringVar(&n.url, "nats", "nats://127.0.0.1:4222", "NATS server URL(s), comma-separated; user:password@ allowed in the URL")
 	fs.StringVar(&n.creds, "nats-creds", "", "NATS credentials file (JWT + NKey seed)")
 	fs.StringVar(&n.nkey, "nats-nkey", "", "NATS NKey seed file")
+	fs.StringVar(&n.passwordFile, "nats-password-file", "",
+		"file holding the password of the user named in --nats (nats://USER@host:4222), or set "+envNATSPassword+"; never passed as a flag")
 	fs.StringVar(&n.caFile, "nats-tls-ca", "", "PEM CA bundle to trust for NATS")
 	fs.StringVar(&n.certFile, "nats-tls-cert", "", "PEM client certificate for NATS mutual TLS")
 	fs.StringVar(&n.keyFile, "nats-tls-key", "", "PEM client key for NATS mutual TLS")
@@ -96,6 +100,17 @@ func (n *natsFlags) config(name string) (kv.Config, error) {
 	}
 	if n.creds != "" && n.nkey != "" {
 		return c, badInput("--nats-creds and --nats-nkey are exclusive; give one")
+	}
+	pw, err := secret(n.passwordFile, envNATSPassword)
+	switch {
+	case err != nil:
+		return c, badInput("--nats-password-file: %v", err)
+	case pw == "" && n.passwordFile != "":
+		return c, badInput("--nats-password-file %s is empty", n.passwordFile)
+	}
+	c.Password = pw
+	if err := c.Validate(); err != nil {
+		return c, badInput("%v (check --nats, --nats-password-file or %s, and the credential flags)", err, envNATSPassword)
 	}
 	return c, nil
 }

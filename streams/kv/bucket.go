@@ -75,7 +75,7 @@ func EnsureBucket(ctx context.Context, js jetstream.JetStream, cfg BucketConfig)
 		MaxValueSize: cfg.MaxValueBytes,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("kv: ensure bucket %s: %w", cfg.Name, err)
+		return nil, fmt.Errorf("kv: ensure bucket %s: %w", cfg.Name, refused(js.Conn(), err, "KV_"+cfg.Name+`"`))
 	}
 	return kv, nil
 }
@@ -99,7 +99,8 @@ func Put(ctx context.Context, kv jetstream.KeyValue, key string, value []byte, e
 	case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
 		return 0, fmt.Errorf("%w: %s/%s expected revision %d: %v", ErrRevisionConflict, kv.Bucket(), key, expectRevision, err)
 	}
-	return 0, fmt.Errorf("kv: put %s/%s: %w", kv.Bucket(), key, err)
+	subject := `"$KV.` + kv.Bucket() + "." + key + `"`
+	return 0, fmt.Errorf("kv: put %s/%s: %w", kv.Bucket(), key, refused(connOf(kv), err, subject))
 }
 
 // Op says how an entry came to be.

@@ -23,6 +23,12 @@ type Config struct {
 	CredsFile string
 	// NKeyFile is an NKey seed file; exclusive with CredsFile.
 	NKeyFile string
+	// Password authenticates User with a password given apart from the
+	// URL (read from a file or the environment by main, so that it is not
+	// on a command line). User may be left empty when the URL names one
+	// (nats://USER@host:4222). A password in the URL itself still works;
+	// giving both is an error. Exclusive with CredsFile and NKeyFile.
+	User, Password string
 	// TLSCAFile is a PEM bundle of CAs to trust; TLSCertFile and
 	// TLSKeyFile a client certificate for mutual TLS (both or neither).
 	TLSCAFile, TLSCertFile, TLSKeyFile string
@@ -60,12 +66,17 @@ func (c Config) Validate() error {
 	for _, u := range splitURLs(c.URL) {
 		pu, err := url.Parse(u)
 		if err != nil || pu.Host == "" {
-			return fmt.Errorf("kv: NATS URL %q is not scheme://host:port", u)
+			return fmt.Errorf("kv: NATS URL %q is not scheme://host:port", RedactURLs(u))
 		}
+	}
+	if _, _, err := c.serverURLs(); err != nil {
+		return err
 	}
 	switch {
 	case c.CredsFile != "" && c.NKeyFile != "":
 		return errors.New("kv: set a creds file or an nkey file, not both")
+	case c.Password != "" && (c.CredsFile != "" || c.NKeyFile != ""):
+		return errors.New("kv: set a password or a creds/nkey file, not both")
 	case (c.TLSCertFile == "") != (c.TLSKeyFile == ""):
 		return errors.New("kv: TLS client certificate and key go together")
 	case c.ConnectTimeout <= 0 || c.ReconnectWait <= 0:
@@ -86,7 +97,8 @@ func splitURLs(s string) []string {
 	return out
 }
 
-// Options validates c and returns the nats.go options for it.
+// Options validates c and returns the nats.go options for it. Dial with
+// Connect: with a Password it also strips the user from the URLs.
 func (c Config) Options() ([]nats.Option, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -95,22 +107,17 @@ func (c Config) Options() ([]nats.Option, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	opts := []nats.Option{
+	opts := append(connLogging(log),
 		nats.Name(c.Name),
 		nats.Timeout(c.ConnectTimeout),
 		nats.MaxReconnects(-1), // never give up: the data plane outlives NATS outages
 		nats.ReconnectWait(c.ReconnectWait),
 		nats.ReconnectBufSize(c.ReconnectBufBytes),
 		nats.RetryOnFailedConnect(c.RetryOnFailedConnect),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			log.Warn("nats: disconnected", "err", err)
-		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) {
-			log.Info("nats: reconnected", "url", nc.ConnectedUrlRedacted())
-		}),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-			log.Warn("nats: async error", "err", err)
-		}),
+	)
+	if c.Password != "" {
+		_, user, _ := c.serverURLs() // checked by Validate
+		opts = append(opts, nats.UserInfo(user, c.Password))
 	}
 	if c.CredsFile != "" {
 		opts = append(opts, nats.UserCredentials(c.CredsFile))
@@ -142,16 +149,56 @@ func Connect(ctx context.Context, cfg Config) (*nats.Conn, jetstream.JetStream, 
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
-	nc, err := nats.Connect(cfg.URL, opts...)
+	urls, _, _ := cfg.serverURLs() // checked by Options
+	nc, err := nats.Connect(urls, opts...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("kv: connect to %s: %w", RedactURLs(cfg.URL), err)
+		return nil, nil, withHint(fmt.Errorf("kv: connect to %s: %w", RedactURLs(cfg.URL), err))
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		nc.Close()
 		return nil, nil, fmt.Errorf("kv: jetstream: %w", err)
 	}
-	return nc, js, nil
+	return nc, connJetStream{js}, nil
+}
+
+// serverURLs returns the URLs to dial and the user to authenticate with
+// Password. Without a Password they are c.URL as given (a user and
+// password in it are nats.go's to use). With one, the user is c.User or
+// the one the URLs name, and the URLs are stripped of it: nats.go would
+// take a URL's user without a password for a token and ignore Password.
+func (c Config) serverURLs() (urls, user string, err error) {
+	if c.Password == "" {
+		if c.User != "" {
+			return "", "", errors.New("kv: a NATS user needs a password")
+		}
+		return c.URL, "", nil
+	}
+	parts := splitURLs(c.URL)
+	user = c.User
+	for i, raw := range parts {
+		u, err := url.Parse(raw)
+		if err != nil {
+			return "", "", fmt.Errorf("kv: NATS URL %q is not scheme://host:port", RedactURLs(raw))
+		}
+		if u.User == nil {
+			continue
+		}
+		if _, has := u.User.Password(); has {
+			return "", "", fmt.Errorf("kv: NATS URL %s has a password and another one is given apart from it; give one", u.Redacted())
+		}
+		name := u.User.Username()
+		if user != "" && name != user {
+			return "", "", fmt.Errorf("kv: NATS users %q and %q are both given; give one", user, name)
+		}
+		user = name
+		u.User = nil
+		parts[i] = u.String()
+	}
+	if user == "" {
+		return "", "", errors.New("kv: a NATS password needs a user: put it in the URL (nats://USER@host:4222)")
+	}
+	return strings.Join(parts, ","), user, nil
 }
 
 // RedactURLs returns a comma-separated list of NATS URLs with any password

@@ -3,6 +3,17 @@
 // compare-and-swap on the key's revision, watching keys across
 // reconnects, and reading a key's history for rollbacks.
 //
+// # Credentials and errors
+//
+// Config takes a creds file (JWT), an NKey seed, or a user and password
+// (in the URL, or apart from it so it stays off command lines). A server
+// that refuses them closes the connection; with RetryOnFailedConnect that
+// happens after Connect returned, so the close is logged at Error with the
+// server's reason and a hint, and ConnError reports it for health pages.
+// A write the server refuses for lack of permission comes back from Put
+// and EnsureBucket as ErrNotPermitted with the refused subject, rather
+// than as the bare timeout nats.go reports.
+//
 // # Trace context
 //
 // The JetStream KV API takes no message headers on Put and exposes none
