@@ -8,7 +8,7 @@ FUZZTIME ?= 10s
 
 .PHONY: help
 help: ## list the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: dev
 dev: ## run the whole local fleet (go run ./services/ilb dev)
@@ -37,6 +37,10 @@ fuzz: ## run each fuzz target for FUZZTIME
 	  for f in $$($(GO) test -list 'Fuzz.*' $$p | grep '^Fuzz'); do \
 	    echo "== $$p $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$p || exit 1; \
 	  done; done
+
+.PHONY: compose-config
+compose-config: ## validate docker-compose.yml as `docker compose config` does (compose-go; no Docker needed)
+	$(GO) test -count=1 -run 'TestComposeSpec' -v ./integration/
 
 .PHONY: up
 up: ## start the docker-compose fleet (needs a Docker engine)
