@@ -153,17 +153,17 @@ func newestVersions(hist []optimizer.HistoryEntry, n int) []optimizer.HistoryEnt
 
 func printHistory(w io.Writer, hist []optimizer.HistoryEntry) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "VERSION\tCLUSTER\tCREATED_AT\tSHED\tWEIGHTS\tREVISION")
+	fmt.Fprintln(tw, "VERSION\tCLUSTER\tCREATED_AT\tINPUTS_AS_OF\tSHED\tWEIGHTS\tREVISION")
 	for _, h := range hist {
 		s := h.Snapshot
 		switch {
 		case s != nil:
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%.3f\t%s\t%d\n", s.Version, h.Cluster, createdAt(s.CreatedAt),
-				s.ShedFraction, weightSummary(s.Weights), h.Revision)
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%.3f\t%s\t%d\n", s.Version, h.Cluster, createdAt(s.CreatedAt),
+				createdAt(s.InputsAsOf), s.ShedFraction, weightSummary(s.Weights), h.Revision)
 		case h.Op != "put":
-			fmt.Fprintf(tw, "-\t%s\t-\t-\t(%s)\t%d\n", h.Cluster, h.Op, h.Revision)
+			fmt.Fprintf(tw, "-\t%s\t-\t-\t-\t(%s)\t%d\n", h.Cluster, h.Op, h.Revision)
 		default:
-			fmt.Fprintf(tw, "-\t%s\t-\t-\t(unreadable: %v)\t%d\n", h.Cluster, h.Err, h.Revision)
+			fmt.Fprintf(tw, "-\t%s\t-\t-\t-\t(unreadable: %v)\t%d\n", h.Cluster, h.Err, h.Revision)
 		}
 	}
 	tw.Flush()

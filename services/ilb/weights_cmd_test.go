@@ -38,7 +38,7 @@ func publishVersions(t *testing.T, url string, n int) {
 	for i := 1; i <= n; i++ {
 		w := float64(i) / 10
 		if _, err := p.Publish(ctx, []*schemas.Snapshot{
-			{Cluster: "fe-a", Weights: map[string]float64{"e1": w, "e2": 1 - w}},
+			{Cluster: "fe-a", Weights: map[string]float64{"e1": w, "e2": 1 - w}, InputsAsOf: time.Date(2026, 12, 1, 10, 0, i, 0, time.UTC)},
 			{Cluster: "fe-b", Weights: map[string]float64{"e1": 1}},
 		}); err != nil {
 			t.Fatal(err)
@@ -57,7 +57,8 @@ func TestWeightsHistoryAndRollback(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 7 || !strings.HasPrefix(lines[0], "VERSION") ||
 		!strings.HasPrefix(lines[1], "3 ") || !strings.Contains(lines[1], "fe-a") ||
-		!strings.Contains(lines[1], "e2=0.700 e1=0.300") {
+		!strings.Contains(lines[1], "e2=0.700 e1=0.300") || !strings.Contains(lines[0], "INPUTS_AS_OF") ||
+		!strings.Contains(lines[1], "2026-12-01T10:00:03.000Z") {
 		t.Fatalf("history output:\n%s", out)
 	}
 	code, out, _ = run(t, "weights", "history", "--nats", url, "--cluster", "fe-b", "--limit", "2")
