@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ilb-router/ilb/schemas"
+	"github.com/ilb-router/ilb/services/internal/routing"
 	"github.com/ilb-router/ilb/solver/sched"
 )
 
@@ -127,27 +128,21 @@ func (c *cluster) buildLocked(reg *registry, pp pickerParams) *picker {
 	return p
 }
 
-// setShares sets each available engine's bounded-load share: its slot
-// share renormalised over available engines with slots, or, under the
-// stale policy, an equal share of them (so the spill balances live
-// in-flight counts instead of trusting old weights).
+// setShares sets each available engine's bounded-load share with
+// routing.Shares (its slot share renormalised over available engines with
+// slots) or, under the stale policy, routing.EqualShares (an equal share
+// of them, so the spill balances live in-flight counts instead of
+// trusting old weights): the rule the backtester runs too.
 func setShares(slots []slot, counts []int, equal bool) {
-	total, n := 0, 0
-	for i, s := range slots {
-		if s.avail && counts[i] > 0 {
-			total += counts[i]
-			n++
-		}
+	shares := make([]float64, len(slots))
+	avail := func(i int) bool { return slots[i].avail }
+	if equal {
+		routing.EqualShares(shares, counts, avail)
+	} else {
+		routing.Shares(shares, counts, avail)
 	}
 	for i := range slots {
-		switch {
-		case !slots[i].avail || counts[i] == 0:
-			slots[i].share = 0
-		case equal:
-			slots[i].share = 1 / float64(n)
-		default:
-			slots[i].share = float64(counts[i]) / float64(total)
-		}
+		slots[i].share = shares[i]
 	}
 }
 

@@ -58,6 +58,16 @@ type dataplaneFlags struct {
 }
 
 func cmdDataplane(ctx context.Context, e *env, args []string) error {
+	cfg, f, err := parseDataplane(e, args)
+	if err != nil {
+		return err
+	}
+	return runDataplane(ctx, e, cfg, f)
+}
+
+// parseDataplane maps the command line of ilb dataplane to a checked
+// Config and the flags that need more than a field assignment.
+func parseDataplane(e *env, args []string) (dataplane.Config, *dataplaneFlags, error) {
 	cfg := dataplane.DefaultConfig()
 	fs := newFlags(e, "dataplane", "--cluster NAME (--snapshot FILE | --nats URL) [flags]", dataplaneAbout)
 	f := &dataplaneFlags{kafka: addKafkaFlags(fs), nats: addNATSFlags(fs)}
@@ -74,18 +84,20 @@ func cmdDataplane(ctx context.Context, e *env, args []string) error {
 	fs.Float64Var(&cfg.SpillFactor, "spill-factor", cfg.SpillFactor, "bounded-load factor 1+ε for new conversations")
 	fs.DurationVar(&cfg.ProbeInterval, "probe-interval", 0, "period of active health probes (GET URL/health); 0 turns them off")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", cfg.MaxBodyBytes, "largest request body accepted")
+	fs.Int64Var(&cfg.RetryBodyBytes, "retry-body-bytes", cfg.RetryBodyBytes,
+		"largest body of a header-routed chat request kept so a failed attempt can be retried; larger ones are streamed (0: stream all)")
 	if err := parseFlags(fs, e, args); err != nil {
-		return err
+		return cfg, nil, err
 	}
 	f.set = map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
 	if err := f.apply(&cfg); err != nil {
-		return err
+		return cfg, nil, err
 	}
 	if _, err := f.svc.logger(e); err != nil {
-		return err
+		return cfg, nil, err
 	}
-	return runDataplane(ctx, e, cfg, f)
+	return cfg, f, nil
 }
 
 // apply maps the flags to cfg and checks them, with messages that say
@@ -102,6 +114,9 @@ func (f *dataplaneFlags) apply(cfg *dataplane.Config) error {
 		return badInput("--snapshot and --nats are exclusive: weights come from a file or from NATS, not both")
 	}
 	cfg.SnapshotFile = f.snapshot
+	if cfg.RetryBodyBytes < 0 {
+		return badInput("--retry-body-bytes %d: want a size in bytes, or 0 to stream every header-routed body (no retry once sent)", cfg.RetryBodyBytes)
+	}
 	if err := f.engineURLs(cfg); err != nil {
 		return err
 	}
@@ -162,6 +177,7 @@ func runDataplane(ctx context.Context, e *env, cfg dataplane.Config, f *dataplan
 			return err
 		}
 		nc.RetryOnFailedConnect = true // serve (503 until a snapshot) while NATS comes up
+		nc.Logger = log                // connection events: disconnects, refused credentials
 		conn, js, err := kv.Connect(ctx, nc)
 		if err != nil {
 			return err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"os"
@@ -14,6 +15,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/ilb-router/ilb/services/dataplane"
 )
 
 // dpOutput is a bytes.Buffer safe for a writer and a reader goroutine.
@@ -199,10 +204,76 @@ func TestDataplaneUsageErrors(t *testing.T) {
 		{[]string{"dataplane", "--cluster", "fe-a", "--snapshot", path, "--engine", "eng-a"}, "want NAME=URL"},
 		{[]string{"dataplane", "--cluster", "fe-a", "--snapshot", path, "--http", "127.0.0.1:0"}, "weights sum to 0.9"},
 		{[]string{"dataplane", "--cluster", "fe-a", "--snapshot", path + ".missing", "--http", "127.0.0.1:0"}, "no such file"},
+		{[]string{"dataplane", "--cluster", "fe-a", "--snapshot", path, "--retry-body-bytes", "-1"}, "--retry-body-bytes -1: want a size in bytes"},
+		{[]string{"dataplane", "--cluster", "fe-a", "--snapshot", path, "--retry-body-bytes", "64KiB"}, "-retry-body-bytes"},
 	} {
 		code, _, errs := run(t, tc.args...)
 		if code != 2 || !strings.Contains(errs, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 with %q", tc.args, code, errs, tc.want)
 		}
+	}
+}
+
+// TestDataplaneRetryBodyBytesFlag: --retry-body-bytes sets
+// Config.RetryBodyBytes, 0 included (stream every header-routed body);
+// without it the data plane's default applies.
+func TestDataplaneRetryBodyBytesFlag(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "w.json")
+	writeSnapshot(t, path, 1, map[string]float64{"eng-a": 0.5, "eng-b": 0.5})
+	e := &env{stdout: io.Discard, stderr: io.Discard}
+	for _, tc := range []struct {
+		args []string
+		want int64
+	}{
+		{nil, dataplane.DefaultRetryBodyBytes},
+		{[]string{"--retry-body-bytes", "4096"}, 4096},
+		{[]string{"--retry-body-bytes", "0"}, 0},
+	} {
+		cfg, _, err := parseDataplane(e, append([]string{"--cluster", "fe-a", "--snapshot", path}, tc.args...))
+		if err != nil || cfg.RetryBodyBytes != tc.want {
+			t.Errorf("%v: RetryBodyBytes %d (%v), want %d", tc.args, cfg.RetryBodyBytes, err, tc.want)
+		}
+	}
+}
+
+// TestDataplaneLogsNATSConnection: ilb dataplane passes its logger to the
+// NATS connection, so a server that refuses the credentials is logged
+// (at Error, with the server's reason) besides ending the command with
+// exit status 1; the password appears in neither.
+func TestDataplaneLogsNATSConnection(t *testing.T) {
+	const wrong = "ilb-dp-wrong-pw-Kd3"
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
+		JetStream: true, StoreDir: t.TempDir(), Users: []*server.User{{Username: "dataplane", Password: "right-pw"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	pw := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pw, []byte(wrong), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var out, errb dpOutput // nats.go logs from its own goroutine
+	code := runMain(ctx, []string{"dataplane", "--cluster", "fe-a", "--no-kafka", "--http", "127.0.0.1:0",
+		"--nats", fmt.Sprintf("nats://dataplane@%s", srv.Addr()), "--nats-password-file", pw}, &out, &errb)
+	if ctx.Err() != nil || code != 1 {
+		t.Fatalf("exit %d (deadline: %v); want 1 at once. stderr:\n%s", code, ctx.Err(), errb.String())
+	}
+	// The close is logged by nats.go's callback goroutine, which may run
+	// just after the command saw the connection closed.
+	logged := func() bool {
+		return strings.Contains(errb.String(), `level=ERROR msg="nats: connection closed by the server`)
+	}
+	for deadline := time.Now().Add(5 * time.Second); !logged() && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	logs := errb.String()
+	if !logged() || !strings.Contains(strings.ToLower(logs), "authorization violation") || strings.Contains(logs, wrong) {
+		t.Fatalf("stderr lacks the NATS connection's log line with the reason (or shows the password):\n%s", logs)
 	}
 }

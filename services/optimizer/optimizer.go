@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -19,6 +20,7 @@ import (
 	"github.com/ilb-router/ilb/services/internal/run"
 	"github.com/ilb-router/ilb/solver/optimize"
 	"github.com/ilb-router/ilb/solver/sched"
+	"github.com/ilb-router/ilb/streams/kv"
 )
 
 // inboxSize bounds decoded input batches waiting for the solve loop.
@@ -181,6 +183,9 @@ func (o *Optimizer) Run(ctx context.Context) error {
 
 // open creates (or updates) the weights bucket and loads the snapshots
 // the data planes serve, retrying with backoff while NATS is unreachable.
+// A connection closed for good (the server refused the credentials, say)
+// would never open it: open logs why once, at Error with what to check,
+// marks /healthz unready, and returns the server's reason.
 func (o *Optimizer) open(ctx context.Context) error {
 	pause := 100 * time.Millisecond
 	for {
@@ -192,8 +197,11 @@ func (o *Optimizer) open(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		o.log.Warn("optimizer: weights bucket not ready; retrying", "bucket", o.cfg.Bucket, "err", err, "in", pause)
 		o.health.Set("optimizer bucket", false)
+		if cerr := o.closedConn(err); cerr != nil {
+			return o.giveUp(cerr)
+		}
+		o.log.Warn("optimizer: weights bucket not ready; retrying", "bucket", o.cfg.Bucket, "err", err, "in", pause)
 		t := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
@@ -203,6 +211,36 @@ func (o *Optimizer) open(ctx context.Context) error {
 		}
 		pause = min(2*pause, 5*time.Second)
 	}
+}
+
+// closedConn returns why the NATS connection is closed for good
+// (kv.ConnError: the server's reason and a hint), or nil while it may
+// still come back. Without Deps.NATS, an error saying the connection is
+// closed is all there is to go on.
+func (o *Optimizer) closedConn(err error) error {
+	if nc := o.deps.NATS; nc != nil {
+		if nc.IsClosed() {
+			return kv.ConnError(nc)
+		}
+		return nil
+	}
+	if errors.Is(err, nats.ErrConnectionClosed) {
+		return err
+	}
+	return nil
+}
+
+// giveUp reports a NATS connection that will never open the bucket: at
+// Error once, on /healthz (unready) and in State.LastError, and as Run's
+// error, so that ilb optimizer exits with the reason.
+func (o *Optimizer) giveUp(cerr error) error {
+	err := fmt.Errorf("optimizer: weights bucket %s: %w", o.cfg.Bucket, cerr)
+	o.log.Error("optimizer: NATS connection closed; the weights bucket cannot be opened, stopping",
+		"bucket", o.cfg.Bucket, "err", cerr)
+	o.health.Set("optimizer nats", false)
+	o.counts.LastError = err.Error()
+	o.storeState()
+	return err
 }
 
 func (o *Optimizer) tryOpen(ctx context.Context) error {

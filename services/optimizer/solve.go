@@ -3,12 +3,11 @@ package optimizer
 import (
 	"fmt"
 	"maps"
-	"math"
 	"time"
 
 	"github.com/ilb-router/ilb/schemas"
+	"github.com/ilb-router/ilb/services/internal/routing"
 	"github.com/ilb-router/ilb/solver/optimize"
-	"github.com/ilb-router/ilb/solver/sched"
 )
 
 // solveResult is one solve: its inputs, the solver's answer and what each
@@ -80,7 +79,7 @@ func (o *Optimizer) plans(p *optimize.Problem, sol *optimize.Solution, idle map[
 		}
 		t, err := buildTable(o.prev.tables[c.Name], pl.weights)
 		if err != nil {
-			return nil, fmt.Errorf("%w: cluster %s: table: %w", errRejected, c.Name, err)
+			return nil, fmt.Errorf("optimizer: %w: cluster %s: table: %w", routing.ErrRejected, c.Name, err)
 		}
 		pl.table = t
 		out = append(out, pl)
@@ -136,9 +135,9 @@ func (p *published) keep(cluster string, eligible []string) (map[string]float64,
 	return w, shed, true
 }
 
-// changeFrom is the largest, over clusters, total variation distance
-// between r's weights (shed counted as one more weight) and the published
-// ones; 1 when a cluster has no published snapshot.
+// changeFrom is the largest, over clusters, routing.Change between r's
+// weights and the published ones (the total variation distance, shed
+// counted as one more weight); 1 when a cluster has no published snapshot.
 func (r *solveResult) changeFrom(p *published) float64 {
 	worst := 0.0
 	for _, pl := range r.plans {
@@ -146,27 +145,19 @@ func (r *solveResult) changeFrom(p *published) float64 {
 		if !ok {
 			return 1
 		}
-		tv := math.Abs(pl.shed-s.ShedFraction) + sched.TotalVariation(pl.weights, s.Weights)*2
-		worst = max(worst, tv/2)
+		worst = max(worst, routing.Change(pl.weights, pl.shed, s.Weights, s.ShedFraction))
 	}
 	return worst
 }
 
 // anchor is the previous solution the solver's churn term and warm start
-// use: the published weights and shed fractions, with the cluster prices
-// of the solve that made them when known.
+// use (routing.Anchor): the published weights and shed fractions, with
+// the cluster prices of the solve that made them when known.
 func anchor(snaps map[string]*schemas.Snapshot, prices map[string]float64) *optimize.Solution {
-	if len(snaps) == 0 {
-		return nil
+	weights := make(map[string]map[string]float64, len(snaps))
+	shed := make(map[string]float64, len(snaps))
+	for c, s := range snaps {
+		weights[c], shed[c] = s.Weights, s.ShedFraction
 	}
-	s := &optimize.Solution{Weights: map[string]map[string]float64{}, ShedFraction: map[string]float64{},
-		ClusterPriceMs: map[string]float64{}}
-	for c, snap := range snaps {
-		s.Weights[c] = snap.Weights
-		s.ShedFraction[c] = snap.ShedFraction
-		if v, ok := prices[c]; ok {
-			s.ClusterPriceMs[c] = v
-		}
-	}
-	return s
+	return routing.Anchor(weights, shed, prices)
 }
