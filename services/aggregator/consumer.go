@@ -87,7 +87,14 @@ func (a *Aggregator) consume(ctx context.Context, cl *kgo.Client) error {
 		if len(recs) > 0 {
 			tr.outcome(now, troubleFetch, nil)
 		}
-		a.health.Set("consumer", gen >= 0 && !tr.persistent(now))
+		switch why := tr.reason(now); {
+		case why != "":
+			a.health.SetReason("consumer", false, why)
+		case gen < 0:
+			a.health.SetReason("consumer", false, "not in consumer group "+a.cfg.Group)
+		default:
+			a.health.Set("consumer", true)
+		}
 		cl.AllowRebalance()
 	}
 }

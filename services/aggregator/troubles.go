@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -167,11 +169,17 @@ func (ts *troubles) probed(now time.Time, err error) {
 
 // persistent reports whether some trouble has recurred for
 // troublePersist and is still going on.
-func (ts *troubles) persistent(now time.Time) bool {
-	for _, t := range ts.kinds {
+func (ts *troubles) persistent(now time.Time) bool { return ts.reason(now) != "" }
+
+// reason describes the persistent troubles ("fetch: ERROR; commit: ..."),
+// in a stable order; "" when there is none.
+func (ts *troubles) reason(now time.Time) string {
+	var out []string
+	for k, t := range ts.kinds {
 		if t.count > 1 && now.Sub(t.since) >= troublePersist && now.Sub(t.seen) <= troubleLogEvery {
-			return true
+			out = append(out, strings.Replace(k, "\x00", ": ", 1))
 		}
 	}
-	return false
+	slices.Sort(out)
+	return strings.Join(out, "; ")
 }

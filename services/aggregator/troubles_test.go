@@ -140,6 +140,9 @@ func TestConsumerWarnsWhenBrokerStops(t *testing.T) {
 	}
 	clock.Advance(troublePersist)
 	waitFor(t, 20*time.Second, "the consumer unready", func() bool { return !ready() })
+	if why := r.a.Health().Reason("consumer"); !strings.Contains(why, "connection refused") {
+		t.Errorf("/healthz reason %q does not carry the failure", why)
+	}
 	if n := len(sink.lines(warned)); n > 2 {
 		t.Fatalf("%d warnings after one troubleLogEvery, want at most 2", n)
 	}

@@ -2,7 +2,6 @@ package dataplane
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -188,10 +187,7 @@ func (d *DataPlane) Run(ctx context.Context) error {
 	if d.cfg.ProbeInterval > 0 {
 		g.Add("probes", d.runProbes)
 	}
-	if err := g.Run(ctx); err != nil {
-		return fmt.Errorf("dataplane: %w", err)
-	}
-	return nil
+	return g.Run(ctx) // errors name their part ("weights watch fe-a: ..."); callers name the data plane
 }
 
 // cluster returns the named cluster, or the only one for "".

@@ -242,16 +242,7 @@ func TestDataplaneRetryBodyBytesFlag(t *testing.T) {
 // exit status 1; the password appears in neither.
 func TestDataplaneLogsNATSConnection(t *testing.T) {
 	const wrong = "ilb-dp-wrong-pw-Kd3"
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
-		JetStream: true, StoreDir: t.TempDir(), Users: []*server.User{{Username: "dataplane", Password: "right-pw"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
+	srv := natsWithPassword(t, "dataplane", "right-pw")
 	pw := filepath.Join(t.TempDir(), "pw")
 	if err := os.WriteFile(pw, []byte(wrong), 0o600); err != nil {
 		t.Fatal(err)
@@ -275,5 +266,43 @@ func TestDataplaneLogsNATSConnection(t *testing.T) {
 	logs := errb.String()
 	if !logged() || !strings.Contains(strings.ToLower(logs), "authorization violation") || strings.Contains(logs, wrong) {
 		t.Fatalf("stderr lacks the NATS connection's log line with the reason (or shows the password):\n%s", logs)
+	}
+}
+
+// natsWithPassword runs a JetStream nats-server on a free port that
+// admits only user with password.
+func natsWithPassword(t *testing.T, user, password string) *server.Server {
+	t.Helper()
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
+		JetStream: true, StoreDir: t.TempDir(), Users: []*server.User{{Username: user, Password: password}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	return srv
+}
+
+// TestOptimizerExitsOnRefusedNATSCredentials: `ilb optimizer` with a
+// wrong NATS password exits 1 at once with the server's reason, instead
+// of retrying the weights bucket forever, and prints no password.
+func TestOptimizerExitsOnRefusedNATSCredentials(t *testing.T) {
+	const wrong = "ilb-opt-wrong-pw-7Qz"
+	srv := natsWithPassword(t, "optimizer", "right-pw")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var out, errb dpOutput
+	t.Setenv("ILB_NATS_PASSWORD", wrong)
+	code := runMain(ctx, []string{"optimizer", "--fleet", aggFleetFile(t), "--kafka", "127.0.0.1:1",
+		"--nats", fmt.Sprintf("nats://optimizer@%s", srv.Addr())}, &out, &errb)
+	logs := errb.String()
+	if ctx.Err() != nil || code != 1 {
+		t.Fatalf("exit %d (deadline: %v); want 1 at once. stderr:\n%s", code, ctx.Err(), logs)
+	}
+	if !strings.Contains(strings.ToLower(logs), "authorization violation") || strings.Contains(logs, wrong) {
+		t.Fatalf("stderr lacks the server's reason (or shows the password):\n%s", logs)
 	}
 }

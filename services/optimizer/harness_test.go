@@ -2,6 +2,7 @@ package optimizer
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"testing"
@@ -115,7 +116,10 @@ func (b *brokers) produce(t testing.TB, topic, key string, value []byte, schema 
 	}
 }
 
-// served reads every cluster's snapshot and the manifest.
+// served reads the manifest and every cluster's snapshot. The optimizer
+// claims a version in the manifest before it writes the cluster keys, so
+// this waits (up to 10 s) until each key holds the version the manifest
+// lists for it.
 func (b *brokers) served(t testing.TB, f *schemas.Fleet) (*schemas.Manifest, map[string]*schemas.Snapshot) {
 	t.Helper()
 	ctx := testCtx(t, 10*time.Second)
@@ -123,6 +127,27 @@ func (b *brokers) served(t testing.TB, f *schemas.Fleet) (*schemas.Manifest, map
 	if err != nil {
 		t.Fatal(err)
 	}
+	for {
+		man, out := b.readServed(t, ctx, bucket, f)
+		complete := true
+		for _, c := range f.Clusters {
+			if out[c.Name] == nil || out[c.Name].Version < man.Clusters[c.Name] {
+				complete = false
+			}
+		}
+		if complete {
+			return man, out
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("cluster keys never reached manifest v%d: %v", man.Version, man.Clusters)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (b *brokers) readServed(t testing.TB, ctx context.Context, bucket jetstream.KeyValue, f *schemas.Fleet) (*schemas.Manifest, map[string]*schemas.Snapshot) {
+	t.Helper()
 	e, err := kv.Get(ctx, bucket, schemas.ManifestKey)
 	if err != nil {
 		t.Fatal(err)
@@ -134,6 +159,9 @@ func (b *brokers) served(t testing.TB, f *schemas.Fleet) (*schemas.Manifest, map
 	out := map[string]*schemas.Snapshot{}
 	for _, c := range f.Clusters {
 		e, err := kv.Get(ctx, bucket, c.Name)
+		if errors.Is(err, kv.ErrNotFound) {
+			continue
+		}
 		if err != nil {
 			t.Fatalf("cluster %s: %v", c.Name, err)
 		}

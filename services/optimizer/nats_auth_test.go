@@ -103,6 +103,11 @@ func TestWrongNATSPasswordEndsRunWithTheReason(t *testing.T) {
 		t.Errorf("state last_error %q, want the server's reason", st.LastError)
 	}
 	checkUnready(t, o, "optimizer nats", "optimizer bucket")
+	rec := httptest.NewRecorder()
+	o.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+	if b := strings.ToLower(rec.Body.String()); !strings.Contains(b, `"reason":`) || !strings.Contains(b, "authorization violation") {
+		t.Errorf("/healthz does not say why: %s", rec.Body)
+	}
 }
 
 // TestClosedNATSEndsRunWithoutConn: without Deps.NATS the optimizer

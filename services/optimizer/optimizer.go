@@ -237,7 +237,7 @@ func (o *Optimizer) giveUp(cerr error) error {
 	err := fmt.Errorf("optimizer: weights bucket %s: %w", o.cfg.Bucket, cerr)
 	o.log.Error("optimizer: NATS connection closed; the weights bucket cannot be opened, stopping",
 		"bucket", o.cfg.Bucket, "err", cerr)
-	o.health.Set("optimizer nats", false)
+	o.health.SetReason("optimizer nats", false, cerr.Error())
 	o.counts.LastError = err.Error()
 	o.storeState()
 	return err

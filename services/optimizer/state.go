@@ -2,6 +2,8 @@ package optimizer
 
 import (
 	"time"
+
+	"github.com/ilb-router/ilb/streams/kv"
 )
 
 // State is what the optimizer last did, for `ilb dev`'s page and
@@ -101,7 +103,11 @@ func (o *Optimizer) storeState() {
 		st.History = []HistoryPoint{}
 	}
 	if o.deps.NATS != nil {
-		o.health.Set("optimizer nats", o.deps.NATS.IsConnected())
+		if err := kv.ConnError(o.deps.NATS); err != nil {
+			o.health.SetReason("optimizer nats", false, err.Error())
+		} else {
+			o.health.Set("optimizer nats", true)
+		}
 	}
 	if r := o.lastSolve; r != nil {
 		st.SolvedAt, st.SolveMs, st.InputsDigest = r.at, r.solveMs, r.digest

@@ -11,22 +11,51 @@ import (
 // Health tracks the readiness of named components for GET /healthz.
 type Health struct {
 	mu    sync.Mutex // guards names; flags are read without it
-	names map[string]*atomic.Bool
+	names map[string]*component
+}
+
+// component is one named part's readiness and, when not ready, why.
+type component struct {
+	ok     atomic.Bool
+	reason atomic.Pointer[string]
 }
 
 // NewHealth returns a Health with no components: it reports healthy.
-func NewHealth() *Health { return &Health{names: map[string]*atomic.Bool{}} }
+func NewHealth() *Health { return &Health{names: map[string]*component{}} }
 
-// Set marks component name ready or not.
-func (h *Health) Set(name string, ok bool) {
+// Set marks component name ready or not, with no reason given.
+func (h *Health) Set(name string, ok bool) { h.SetReason(name, ok, "") }
+
+// SetReason marks component name ready or not; reason says why it is not
+// (shown by ServeHTTP) and is dropped when ok.
+func (h *Health) SetReason(name string, ok bool, reason string) {
 	h.mu.Lock()
-	b, found := h.names[name]
+	c, found := h.names[name]
 	if !found {
-		b = new(atomic.Bool)
-		h.names[name] = b
+		c = new(component)
+		h.names[name] = c
 	}
 	h.mu.Unlock()
-	b.Store(ok)
+	if ok {
+		reason = ""
+	}
+	c.reason.Store(&reason)
+	c.ok.Store(ok)
+}
+
+// Reason returns why component name is not ready ("" when ready, unknown
+// or not given).
+func (h *Health) Reason(name string) string {
+	h.mu.Lock()
+	c := h.names[name]
+	h.mu.Unlock()
+	if c == nil {
+		return ""
+	}
+	if r := c.reason.Load(); r != nil {
+		return *r
+	}
+	return ""
 }
 
 // Status returns every component's readiness and whether all are ready.
@@ -35,8 +64,8 @@ func (h *Health) Status() (map[string]bool, bool) {
 	defer h.mu.Unlock()
 	out := make(map[string]bool, len(h.names))
 	all := true
-	for n, b := range h.names {
-		out[n] = b.Load()
+	for n, c := range h.names {
+		out[n] = c.ok.Load()
 		all = all && out[n]
 	}
 	return out, all
@@ -52,15 +81,16 @@ func (h *Health) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	}
 	sort.Strings(names)
 	type comp struct {
-		Name  string `json:"name"`
-		Ready bool   `json:"ready"`
+		Name   string `json:"name"`
+		Ready  bool   `json:"ready"`
+		Reason string `json:"reason,omitempty"`
 	}
 	body := struct {
 		Status     string `json:"status"`
 		Components []comp `json:"components"`
 	}{Status: "ok"}
 	for _, n := range names {
-		body.Components = append(body.Components, comp{n, st[n]})
+		body.Components = append(body.Components, comp{n, st[n], h.Reason(n)})
 	}
 	w.Header().Set("Content-Type", "application/json")
 	if !ok {

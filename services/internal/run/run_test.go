@@ -78,9 +78,13 @@ func TestHealthEndpoint(t *testing.T) {
 	if code, body := get(); code != 503 || !strings.Contains(body, `"name":"nats","ready":false`) {
 		t.Fatalf("unready: got %d %s", code, body)
 	}
+	h.SetReason("nats", false, "authorization violation")
+	if code, body := get(); code != 503 || !strings.Contains(body, `"name":"nats","ready":false,"reason":"authorization violation"`) {
+		t.Fatalf("unready with a reason: got %d %s", code, body)
+	}
 	h.Set("nats", true)
-	if code, body := get(); code != 200 || !strings.Contains(body, `"status":"ok"`) {
-		t.Fatalf("ready: got %d %s", code, body)
+	if code, body := get(); code != 200 || !strings.Contains(body, `"status":"ok"`) || strings.Contains(body, "reason") {
+		t.Fatalf("ready (reason dropped): got %d %s", code, body)
 	}
 	cancel()
 	if err := <-done; err != nil {
