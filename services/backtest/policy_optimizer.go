@@ -116,7 +116,8 @@ type optimizerPolicy struct {
 	shape       shapeEstimate
 	hist        [][]regress.Point // by engine, the last FitWindows windows
 	fitted      []*regress.Profile
-	last        []*schemas.Feature // by engine: the latest row (a copy)
+	last        []*schemas.Feature // by engine: the latest row (into rows), nil before one
+	rows        []schemas.Feature  // by engine: copies of the latest rows, reused
 	newestEnd   int64
 	solves      int
 	solveErrors int
@@ -139,6 +140,7 @@ func newOptimizerPolicy(s *sim) (*optimizerPolicy, error) {
 		hist:        make([][]regress.Point, ne),
 		fitted:      make([]*regress.Profile, ne),
 		last:        make([]*schemas.Feature, ne),
+		rows:        make([]schemas.Feature, ne),
 		shape:       shapeEstimate{alpha: s.cfg.Optimizer.ShapeAlpha, fallback: nominalShape(s.fi)},
 	}
 	s.observer = &p.shape
@@ -183,8 +185,8 @@ func (p *optimizerPolicy) observe(s *sim, w windowRows) {
 		if r == nil {
 			continue
 		}
-		row := *r
-		p.last[e] = &row
+		p.rows[e] = *r // a copy: r points into the view's scratch
+		p.last[e] = &p.rows[e]
 		if r.Requests > r.Errors && r.Errors == 0 {
 			h := append(p.hist[e], regress.Point{LoadRPS: r.ArrivalRPS, TTFTMs: r.TTFTP50Ms, TBOTMs: r.TBOTP50Ms, Weight: float64(r.Requests)})
 			if len(h) > p.cfg.FitWindows {

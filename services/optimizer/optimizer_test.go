@@ -52,12 +52,15 @@ func TestOptimizerPublishesEveryCluster(t *testing.T) {
 	fitted := schemas.Profile{Engine: "east-h100-0", SKU: "h100", FittedAtUnixNano: 1, CapacityRPS: 5,
 		TTFTBaseMs: 140, TTFTQueueMs: 30, TBOTBaseMs: 30, TBOTSlopeMs: 40, Samples: 20, LoadMinRPS: 1, LoadMaxRPS: 4}
 	b.produceProfiles(t, []schemas.Profile{fitted})
-	if cfg.Clock == ClockEvent {
-		// The event clock uses a fit from the next window on, as it
-		// would with an aggregator publishing every window.
-		b.produceFeatures(t, trafficRows(f, 2, exampleDemand, weightsOf(snaps)))
-	}
+	// The event clock uses a fit from the first window solved after it
+	// arrived; windows keep coming, as from an aggregator.
+	k := 2
+	var last time.Time
 	waitFor(t, 10*time.Second, "the fitted profile in use", func() bool {
+		if cfg.Clock == ClockEvent && time.Since(last) > 300*time.Millisecond {
+			b.produceFeatures(t, trafficRows(f, k, exampleDemand, weightsOf(snaps)))
+			k, last = k+1, time.Now()
+		}
 		e := o.State().Engines[0]
 		return e.Name == "east-h100-0" && e.Profile == sourceFitted && e.BaseCapacityRPS == 5
 	})

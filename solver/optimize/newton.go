@@ -1,6 +1,9 @@
 package optimize
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // newtonWork holds the dense Newton system over clusters with demand.
 type newtonWork struct {
@@ -15,10 +18,12 @@ type newtonWork struct {
 	soft []nearArc // scratch
 	prev []float64 // scratch: prices before a step
 	tau  float64   // size of the last step, ms
+
+	watch cycleWatch
 }
 
 func newNewtonWork(m *model) *newtonWork {
-	nw := &newtonWork{idx: make([]int, m.nc), step: make([]float64, m.nc)}
+	nw := &newtonWork{idx: make([]int, m.nc), step: make([]float64, m.nc), watch: newCycleWatch(m.nc, m.ne)}
 	for c, d := range m.demand {
 		nw.idx[c] = -1
 		if d > 0 {
@@ -37,30 +42,35 @@ func newNewtonWork(m *model) *newtonWork {
 // maximize runs Newton's method with a backtracking line search on the dual
 // of the restricted problem, from st.cur (whose pi is set), until the
 // relative demand residual is at most tol or maxIter steps are taken. It
-// returns the number of Newton steps.
-func (st *state) maximize(nw *newtonWork, tol float64, maxIter int) int {
+// returns the number of Newton steps, and whether it stopped on a cycle
+// (cycleWatch): then it is where maxIter steps would have left it.
+func (st *state) maximize(nw *newtonWork, tol float64, maxIter int) (int, bool) {
 	st.evaluate(st.cur, st.cur)
 	st.buildLists(st.cur)
 	nw.tau = min(st.kappa, firstTauMs)
-	stalled := 0
+	stalled, builds := 0, 0
 	for it := range maxIter {
+		if nw.watch.repeats(it, st.cur, nw.tau, stalled, builds) && (maxIter-it)%2 == 0 && !st.keepCycling {
+			st.tracef("  step %d: back to the point of step %d; stopping where step %d would", it, it-2, maxIter)
+			return it, true
+		}
 		res, value := st.maxRelGrad(st.cur), st.cur.value
 		if st.trace != nil {
 			st.tracef("  step %d: residual %.3g, dual %.15g, τ %.3g", it, res, value, nw.tau)
 		}
 		if res <= tol {
-			return it
+			return it, false
 		}
 		if st.jumpIdle() {
 			continue
 		}
 		if !st.newtonStep(nw) {
-			return it + 1
+			return it + 1, false
 		}
 		before := append(nw.prev[:0], st.cur.pi...)
 		nw.prev = before
 		if !st.lineSearch(nw) {
-			return it + 1
+			return it + 1, false
 		}
 		moved := 0.0
 		for c, v := range st.cur.pi {
@@ -76,19 +86,62 @@ func (st *state) maximize(nw *newtonWork, tol float64, maxIter int) int {
 		nw.tau = max(math.Sqrt(moved*min(predicted, st.kappa)), moved, nw.tau/4, 1e-9)
 		if !st.listsCover(st.cur.pi, nearMarginMs/2) {
 			st.buildLists(st.cur)
+			builds++
 		}
 		// Rounding bounds how far the residual can fall; stop when steps
 		// neither gain value nor halve it.
 		if st.cur.value-value <= 1e-14*math.Abs(value) && st.maxRelGrad(st.cur) > res/2 {
 			if stalled++; stalled == 3 {
-				return it + 1
+				return it + 1, false
 			}
 		} else {
 			stalled = 0
 		}
 	}
-	return maxIter
+	return maxIter, false
 }
+
+// cycleWatch keeps maximize's state at the starts of the last two
+// iterations: the current point's prices, engine loads and engine prices
+// (the rest of the point follows from them), τ, the stall count, and how
+// many times the near lists were rebuilt. An iteration is a function of
+// that state alone, so once it returns bit for bit to the state of two
+// iterations before, maximize alternates between two points until
+// maxIter. It does, at the rounding floor: the line search accepts a full
+// step that halves the residual without losing value beyond rounding, the
+// next step goes back, and the stall test, which needs steps that do not
+// halve the last residual, is reset every other step. Stopping there on
+// the iteration of the same parity as maxIter gives the very point the
+// full run ends on, without its steps (up to MaxNewtonSteps of them).
+type cycleWatch struct {
+	pi, lam, mu     [2][]float64
+	tau             [2]float64
+	stalled, builds [2]int
+}
+
+func newCycleWatch(nc, ne int) cycleWatch {
+	var w cycleWatch
+	for i := range 2 {
+		w.pi[i], w.lam[i], w.mu[i] = make([]float64, nc), make([]float64, ne), make([]float64, ne)
+	}
+	return w
+}
+
+// repeats reports whether the state at the start of iteration it is the
+// one of iteration it−2, and records it.
+func (w *cycleWatch) repeats(it int, p *point, tau float64, stalled, builds int) bool {
+	i := it % 2
+	same := it >= 2 && w.stalled[i] == stalled && w.builds[i] == builds && sameBits(w.tau[i], tau) &&
+		slices.EqualFunc(w.pi[i], p.pi, sameBits) && slices.EqualFunc(w.lam[i], p.lam, sameBits) &&
+		slices.EqualFunc(w.mu[i], p.mu, sameBits)
+	copy(w.pi[i], p.pi)
+	copy(w.lam[i], p.lam)
+	copy(w.mu[i], p.mu)
+	w.tau[i], w.stalled[i], w.builds[i] = tau, stalled, builds
+	return same
+}
+
+func sameBits(a, b float64) bool { return math.Float64bits(a) == math.Float64bits(b) }
 
 // newtonStep assembles H = −∇²(dual) at st.cur and solves H·step = grad.
 // Clusters with no curvature (nothing responds to their price) get a

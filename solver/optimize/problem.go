@@ -120,6 +120,11 @@ func (p *Problem) Validate() error {
 	return p.validateEligible(clusters, engines)
 }
 
+// inRange reports whether checkNumber accepts v. Callers test it first
+// and name the field only for an error: formatting every field's name
+// costs more than the rest of a solve's validation.
+func inRange(v float64) bool { return v >= 0 && v <= MaxValue } // false for NaN
+
 func checkNumber(what string, v float64) error {
 	switch {
 	case math.IsNaN(v) || math.IsInf(v, 0):
@@ -142,8 +147,8 @@ func (p *Problem) validateClusters() (map[string]bool, error) {
 			return nil, invalid("duplicate cluster name %q", c.Name)
 		}
 		seen[c.Name] = true
-		if err := checkNumber(fmt.Sprintf("cluster %q demand_rps", c.Name), c.DemandRps); err != nil {
-			return nil, err
+		if !inRange(c.DemandRps) {
+			return nil, checkNumber(fmt.Sprintf("cluster %q demand_rps", c.Name), c.DemandRps)
 		}
 	}
 	return seen, nil
@@ -168,8 +173,8 @@ func (p *Problem) validateEngines() (map[string]bool, error) {
 			{"tbot.base_ms", e.TBOT.BaseMs}, {"tbot.slope_ms", e.TBOT.SlopeMs},
 		}
 		for _, f := range fields {
-			if err := checkNumber(fmt.Sprintf("engine %q %s", e.Name, f.name), f.v); err != nil {
-				return nil, err
+			if !inRange(f.v) {
+				return nil, checkNumber(fmt.Sprintf("engine %q %s", e.Name, f.name), f.v)
 			}
 		}
 	}
@@ -185,7 +190,7 @@ func (p *Problem) validateNetwork(clusters, engines map[string]bool) error {
 		}
 		row := p.NetworkMs[c]
 		for e, v := range row {
-			if !engines[e] || !(v >= 0 && v <= MaxValue) {
+			if !engines[e] || !inRange(v) {
 				return firstBadEntry(c, row, engines)
 			}
 		}
@@ -200,7 +205,7 @@ func firstBadEntry(c string, row map[string]float64, engines map[string]bool) er
 		if !engines[e] {
 			return invalid("network_ms[%q]: unknown engine %q", c, e)
 		}
-		if v := row[e]; !(v >= 0 && v <= MaxValue) { // also true for NaN
+		if v := row[e]; !inRange(v) {
 			return checkNumber(fmt.Sprintf("network_ms[%q][%q]", c, e), v)
 		}
 	}

@@ -124,8 +124,8 @@ func (st *state) weightChurn(p *Problem, pv *previous, sol *Solution) float64 {
 			matched += now
 		}
 		sum := 0.0
-		for _, v := range cur {
-			sum += v
+		for _, e := range p.Engines { // problem order, not map order: bit-identical sums
+			sum += cur[e.Name]
 		}
 		tv += max(0, sum-matched) // weight on engines the previous solution did not use
 		total += tv / 2

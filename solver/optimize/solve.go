@@ -25,7 +25,8 @@ type Options struct {
 	// with an honest gap when it runs out.
 	MaxNewtonSteps int
 
-	trace func(format string, a ...any) // tests: progress lines
+	trace       func(format string, a ...any) // tests: progress lines
+	keepCycling bool                          // tests: run a Newton cycle out to the step budget
 }
 
 // DefaultOptions returns options for an exact, cold solve.
@@ -60,7 +61,7 @@ func Solve(p *Problem, opt Options) (*Solution, error) {
 	}
 	m := newModel(p)
 	st := newState(m)
-	st.trace = opt.trace
+	st.trace, st.keepCycling = opt.trace, opt.keepCycling
 	prev := warmStart(p, m, opt.Previous)
 	st.churn = opt.ChurnMs > 0 && prev != nil
 	st.start(prev)
@@ -131,7 +132,7 @@ func (st *state) solveExact(opt Options) runStats {
 		if kappa > kappaFloor {
 			tol = min(1e-3, kappa*1e-4)
 		}
-		n := st.maximize(nw, tol, opt.MaxNewtonSteps-run.steps)
+		n, cycled := st.maximize(nw, tol, opt.MaxNewtonSteps-run.steps)
 		run.steps += n
 		converged := st.maxRelGrad(st.cur) <= 10*tol
 		ct := st.certifyExact()
@@ -148,7 +149,8 @@ func (st *state) solveExact(opt Options) runStats {
 				break
 			}
 		}
-		if best.gap <= opt.Tolerance || run.steps >= opt.MaxNewtonSteps || run.rounds >= maxRounds {
+		// A cycle stops where the step budget would have run out: as then.
+		if best.gap <= opt.Tolerance || run.steps >= opt.MaxNewtonSteps || cycled || run.rounds >= maxRounds {
 			break
 		}
 		if !converged {
@@ -191,6 +193,6 @@ const crossoverChanges = 200
 func (st *state) solveProximal(opt Options) runStats {
 	nw := newNewtonWork(st.m)
 	st.setKappa(opt.ChurnMs)
-	steps := st.maximize(nw, 1e-13, opt.MaxNewtonSteps)
+	steps, _ := st.maximize(nw, 1e-13, opt.MaxNewtonSteps)
 	return runStats{steps: steps, rounds: 1, cert: st.certifyProximal()}
 }

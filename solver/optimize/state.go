@@ -27,8 +27,9 @@ type state struct {
 	// piLo, piHi bound the optimal prices for the current κ (priceBox).
 	piLo, piHi []float64
 
-	near  nearLists
-	trace func(format string, a ...any)
+	near        nearLists
+	trace       func(format string, a ...any)
+	keepCycling bool // see cycleWatch
 
 	cur, trial *point
 	arcs       []engineArc // scratch
