@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -23,6 +22,7 @@ import (
 	"github.com/ilb-router/ilb/schemas"
 	"github.com/ilb-router/ilb/streams/kafka"
 	"github.com/ilb-router/ilb/streams/kv"
+	"github.com/ilb-router/ilb/streams/streamstest"
 )
 
 // Shared helpers of the fault and security tests (fault_*_test.go,
@@ -116,10 +116,7 @@ func waitFor(d time.Duration, cond func() bool) bool {
 
 // logSink collects the services' logs. It is shown when the test fails,
 // and the security tests search it for secrets.
-type logSink struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
+type logSink = streamstest.LogBuffer
 
 // newLogSink returns a sink and a logger writing to it at level; the
 // logs are printed when t fails.
@@ -131,18 +128,6 @@ func newLogSink(t testing.TB, level slog.Level) (*logSink, *slog.Logger) {
 		}
 	})
 	return s, slog.New(slog.NewTextHandler(s, &slog.HandlerOptions{Level: level}))
-}
-
-func (s *logSink) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.Write(p)
-}
-
-func (s *logSink) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.String()
 }
 
 // kafkaConfig is a plaintext client config for the test broker.

@@ -1,7 +1,6 @@
 package aggregator
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,35 +16,6 @@ import (
 	"github.com/ilb-router/ilb/streams/kafka"
 	"github.com/ilb-router/ilb/streams/streamstest"
 )
-
-// logSink is a slog text sink safe for concurrent writers.
-type logSink struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *logSink) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *logSink) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// lines returns the log lines matching re.
-func (s *logSink) lines(re string) []string {
-	var out []string
-	for _, l := range strings.Split(s.String(), "\n") {
-		if regexp.MustCompile(re).MatchString(l) {
-			out = append(out, l)
-		}
-	}
-	return out
-}
 
 // testClock is a settable wall clock for Deps.Now.
 type testClock struct {
@@ -71,21 +41,21 @@ func (c *testClock) Advance(d time.Duration) {
 // trouble counts as persistent only once it has recurred for
 // troublePersist; a success ends it with an Info line.
 func TestTroublesRateLimitWarnings(t *testing.T) {
-	var sink logSink
+	var sink streamstest.LogBuffer
 	ts := newTroubles(slog.New(slog.NewTextHandler(&sink, nil)), "g")
 	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	refused := errors.New("dial tcp 127.0.0.1:9092: connect: connection refused")
 	for i := range 100 {
 		ts.failed(t0.Add(time.Duration(i)*90*time.Millisecond), troubleGroup, refused)
 	}
-	if got := sink.lines(`level=WARN .*consumer group failing`); len(got) != 1 || !strings.Contains(got[0], "connection refused") {
+	if got := sink.Lines(regexp.MustCompile(`level=WARN .*consumer group failing`)); len(got) != 1 || !strings.Contains(got[0], "connection refused") {
 		t.Fatalf("100 failures in 9 s gave warnings %q, want one naming the error", got)
 	}
 	if ts.persistent(t0.Add(9 * time.Second)) {
 		t.Fatal("persistent before troublePersist")
 	}
 	ts.failed(t0.Add(troubleLogEvery), troubleGroup, refused)
-	got := sink.lines(`level=WARN .*consumer group failing`)
+	got := sink.Lines(regexp.MustCompile(`level=WARN .*consumer group failing`))
 	if len(got) != 2 || !strings.Contains(got[1], "times=100") {
 		t.Fatalf("warnings %q: want a second one after %v counting 100 failures since the first", got, troubleLogEvery)
 	}
@@ -96,11 +66,11 @@ func TestTroublesRateLimitWarnings(t *testing.T) {
 		t.Fatal("a failure not seen for longer than troubleLogEvery still counts as going on")
 	}
 	ts.failed(t0.Add(troubleLogEvery), troubleCommit, errors.New("NOT_COORDINATOR"))
-	if n := len(sink.lines(`level=WARN .*commit failing`)); n != 1 {
+	if n := len(sink.Lines(regexp.MustCompile(`level=WARN .*commit failing`))); n != 1 {
 		t.Fatalf("a new kind gave %d warnings, want 1 at once", n)
 	}
 	ts.outcome(t0.Add(11*time.Second), troubleCommit, nil)
-	if n := len(sink.lines(`level=INFO .*commit working again`)); n != 1 || len(ts.kinds) != 1 {
+	if n := len(sink.Lines(regexp.MustCompile(`level=INFO .*commit working again`))); n != 1 || len(ts.kinds) != 1 {
 		t.Fatalf("after a successful commit: %d info lines, %d troubles left; want 1 and 1", n, len(ts.kinds))
 	}
 	for i := range 3 * maxTroubles {
@@ -119,20 +89,20 @@ func TestTroublesRateLimitWarnings(t *testing.T) {
 // ready again.
 func TestConsumerWarnsWhenBrokerStops(t *testing.T) {
 	k := streamstest.NewKafkaServer(t, "", schemas.TopicSignals, schemas.TopicSignalsDLQ, schemas.TopicFeatures, TopicProfiles)
-	var sink logSink
+	var sink streamstest.LogBuffer
 	clock := &testClock{now: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
 	r := start(t, testConfig(k.Addrs(), "g-stop"), Deps{Logger: slog.New(slog.NewTextHandler(&sink, nil)), Now: clock.Now})
 	ready := func() bool { st, _ := r.a.Health().Status(); return st["consumer"] }
 	waitFor(t, 20*time.Second, "the consumer in its group", ready)
 
 	k.Stop()
-	warned := `level=WARN .*consumer group failing`
-	waitFor(t, 20*time.Second, "a warning about the group", func() bool { return len(sink.lines(warned)) > 0 })
-	if l := sink.lines(warned)[0]; !strings.Contains(l, "connection refused") || !strings.Contains(l, "hint=") {
+	warned := regexp.MustCompile(`level=WARN .*consumer group failing`)
+	waitFor(t, 20*time.Second, "a warning about the group", func() bool { return len(sink.Lines(warned)) > 0 })
+	if l := sink.Lines(warned)[0]; !strings.Contains(l, "connection refused") || !strings.Contains(l, "hint=") {
 		t.Fatalf("warning %q does not carry the error and a hint", l)
 	}
 	time.Sleep(time.Second) // 50 polls; franz-go reports the failed rejoin again meanwhile
-	if n := len(sink.lines(warned)); n != 1 {
+	if n := len(sink.Lines(warned)); n != 1 {
 		t.Fatalf("%d warnings within troubleLogEvery, want 1:\n%s", n, sink.String())
 	}
 	if !ready() {
@@ -143,13 +113,13 @@ func TestConsumerWarnsWhenBrokerStops(t *testing.T) {
 	if why := r.a.Health().Reason("consumer"); !strings.Contains(why, "connection refused") {
 		t.Errorf("/healthz reason %q does not carry the failure", why)
 	}
-	if n := len(sink.lines(warned)); n > 2 {
+	if n := len(sink.Lines(warned)); n > 2 {
 		t.Fatalf("%d warnings after one troubleLogEvery, want at most 2", n)
 	}
 
 	k.Restart()
 	waitFor(t, 30*time.Second, "the consumer ready again", ready)
-	if len(sink.lines(`level=INFO .*consumer group working again`)) == 0 {
+	if len(sink.Lines(regexp.MustCompile(`level=INFO .*consumer group working again`))) == 0 {
 		t.Errorf("no line saying the group works again:\n%s", sink.String())
 	}
 }
@@ -172,27 +142,27 @@ func TestConsumerWarnsOnWrongPassword(t *testing.T) {
 	cfg := testConfig(c.ListenAddrs(), "g-wrong")
 	cfg.CreateTopics = false // it would wait PublishTimeout for nothing
 	cfg.Kafka.SASLMechanism, cfg.Kafka.SASLUser, cfg.Kafka.SASLPassword = kafka.SASLScramSHA256, "ilb", wrong
-	var sink logSink
+	var sink streamstest.LogBuffer
 	clock := &testClock{now: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
 	r := start(t, cfg, Deps{Logger: slog.New(slog.NewTextHandler(&sink, nil)), Now: clock.Now})
 	ready := func() bool { st, _ := r.a.Health().Status(); return st["consumer"] }
 
 	time.Sleep(200 * time.Millisecond) // polls out of the group, before troublePersist
-	warned := `level=WARN .*brokers failing`
-	if n := len(sink.lines(warned)); n != 0 || ready() {
+	warned := regexp.MustCompile(`level=WARN .*brokers failing`)
+	if n := len(sink.Lines(warned)); n != 0 || ready() {
 		t.Fatalf("before troublePersist: %d warnings, ready %v; want none and unready", n, ready())
 	}
 	clock.Advance(troublePersist)
-	waitFor(t, 10*time.Second, "a warning about the brokers", func() bool { return len(sink.lines(warned)) > 0 })
-	if l := sink.lines(warned)[0]; !strings.Contains(l, "still not in the group") || !strings.Contains(l, "SASL") {
+	waitFor(t, 10*time.Second, "a warning about the brokers", func() bool { return len(sink.Lines(warned)) > 0 })
+	if l := sink.Lines(warned)[0]; !strings.Contains(l, "still not in the group") || !strings.Contains(l, "SASL") {
 		t.Fatalf("warning %q does not say the member is out of the group with a hint naming SASL", l)
 	}
 	time.Sleep(500 * time.Millisecond) // 25 polls
-	if n := len(sink.lines(warned)); n != 1 || ready() {
+	if n := len(sink.Lines(warned)); n != 1 || ready() {
 		t.Fatalf("%d warnings within troubleLogEvery (want 1), ready %v", n, ready())
 	}
 	clock.Advance(troubleLogEvery)
-	waitFor(t, 10*time.Second, "a second warning after troubleLogEvery", func() bool { return len(sink.lines(warned)) == 2 })
+	waitFor(t, 10*time.Second, "a second warning after troubleLogEvery", func() bool { return len(sink.Lines(warned)) == 2 })
 	if strings.Contains(sink.String(), wrong) {
 		t.Fatal("the password is in the log")
 	}

@@ -3,14 +3,12 @@ package dataplane
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-
 	"github.com/ilb-router/ilb/streams/kv"
+	"github.com/ilb-router/ilb/streams/streamstest"
 )
 
 // TestWrongNATSPasswordEndsRunWithTheReason: a data plane whose NATS
@@ -20,18 +18,9 @@ import (
 // the credentials, and without the password.
 func TestWrongNATSPasswordEndsRunWithTheReason(t *testing.T) {
 	const wrong = "dp-wrong-pw-Ux5"
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
-		JetStream: true, StoreDir: t.TempDir(), Users: []*server.User{{Username: "dataplane", Password: "right-pw"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
+	addr := streamstest.NATSWithUsers(t, streamstest.User{Name: "dataplane", Password: "right-pw"})
 	cfg := kv.DefaultConfig()
-	cfg.URL = fmt.Sprintf("nats://dataplane@%s", srv.Addr().(*net.TCPAddr))
+	cfg.URL = "nats://dataplane@" + addr
 	cfg.Password, cfg.RetryOnFailedConnect, cfg.ReconnectWait = wrong, true, 20*time.Millisecond
 	nc, js, err := kv.Connect(t.Context(), cfg)
 	if err != nil {

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
+
+	"github.com/ilb-router/ilb/streams/streamstest"
 )
 
 func TestBrokersBadFlagsExit2(t *testing.T) {
@@ -51,23 +51,9 @@ func freePort(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is the output buffer of the command tests that run a
+// subcommand in a goroutine while reading what it printed.
+type syncBuffer = streamstest.LogBuffer
 
 // brokersProc is `ilb brokers` running in a goroutine.
 type brokersProc struct {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,39 +11,19 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-
 	"github.com/ilb-router/ilb/services/dataplane"
+	"github.com/ilb-router/ilb/streams/streamstest"
 )
-
-// dpOutput is a bytes.Buffer safe for a writer and a reader goroutine.
-type dpOutput struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *dpOutput) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *dpOutput) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // startDataplane runs `ilb dataplane args...` as a user would until the
 // test ends, and returns its base URL.
 func startDataplane(t *testing.T, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errb dpOutput
+	var out, errb streamstest.LogBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- runMain(ctx, append([]string{"dataplane", "--http", "127.0.0.1:0"}, args...), &out, &errb)
@@ -242,48 +221,26 @@ func TestDataplaneRetryBodyBytesFlag(t *testing.T) {
 // exit status 1; the password appears in neither.
 func TestDataplaneLogsNATSConnection(t *testing.T) {
 	const wrong = "ilb-dp-wrong-pw-Kd3"
-	srv := natsWithPassword(t, "dataplane", "right-pw")
+	addr := streamstest.NATSWithUsers(t, streamstest.User{Name: "dataplane", Password: "right-pw"})
 	pw := filepath.Join(t.TempDir(), "pw")
 	if err := os.WriteFile(pw, []byte(wrong), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	var out, errb dpOutput // nats.go logs from its own goroutine
+	var out, errb streamstest.LogBuffer // nats.go logs from its own goroutine
 	code := runMain(ctx, []string{"dataplane", "--cluster", "fe-a", "--no-kafka", "--http", "127.0.0.1:0",
-		"--nats", fmt.Sprintf("nats://dataplane@%s", srv.Addr()), "--nats-password-file", pw}, &out, &errb)
+		"--nats", "nats://dataplane@" + addr, "--nats-password-file", pw}, &out, &errb)
 	if ctx.Err() != nil || code != 1 {
 		t.Fatalf("exit %d (deadline: %v); want 1 at once. stderr:\n%s", code, ctx.Err(), errb.String())
 	}
 	// The close is logged by nats.go's callback goroutine, which may run
 	// just after the command saw the connection closed.
-	logged := func() bool {
-		return strings.Contains(errb.String(), `level=ERROR msg="nats: connection closed by the server`)
-	}
-	for deadline := time.Now().Add(5 * time.Second); !logged() && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
+	errb.WaitFor(t, 5*time.Second, regexp.MustCompile(`level=ERROR msg="nats: connection closed by the server`))
 	logs := errb.String()
-	if !logged() || !strings.Contains(strings.ToLower(logs), "authorization violation") || strings.Contains(logs, wrong) {
-		t.Fatalf("stderr lacks the NATS connection's log line with the reason (or shows the password):\n%s", logs)
+	if !strings.Contains(strings.ToLower(logs), "authorization violation") || strings.Contains(logs, wrong) {
+		t.Fatalf("stderr lacks the reason of the NATS connection's close (or shows the password):\n%s", logs)
 	}
-}
-
-// natsWithPassword runs a JetStream nats-server on a free port that
-// admits only user with password.
-func natsWithPassword(t *testing.T, user, password string) *server.Server {
-	t.Helper()
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
-		JetStream: true, StoreDir: t.TempDir(), Users: []*server.User{{Username: user, Password: password}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	return srv
 }
 
 // TestOptimizerExitsOnRefusedNATSCredentials: `ilb optimizer` with a
@@ -291,13 +248,13 @@ func natsWithPassword(t *testing.T, user, password string) *server.Server {
 // of retrying the weights bucket forever, and prints no password.
 func TestOptimizerExitsOnRefusedNATSCredentials(t *testing.T) {
 	const wrong = "ilb-opt-wrong-pw-7Qz"
-	srv := natsWithPassword(t, "optimizer", "right-pw")
+	addr := streamstest.NATSWithUsers(t, streamstest.User{Name: "optimizer", Password: "right-pw"})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	var out, errb dpOutput
+	var out, errb streamstest.LogBuffer
 	t.Setenv("ILB_NATS_PASSWORD", wrong)
 	code := runMain(ctx, []string{"optimizer", "--fleet", aggFleetFile(t), "--kafka", "127.0.0.1:1",
-		"--nats", fmt.Sprintf("nats://optimizer@%s", srv.Addr())}, &out, &errb)
+		"--nats", "nats://optimizer@" + addr}, &out, &errb)
 	logs := errb.String()
 	if ctx.Err() != nil || code != 1 {
 		t.Fatalf("exit %d (deadline: %v); want 1 at once. stderr:\n%s", code, ctx.Err(), logs)

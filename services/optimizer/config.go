@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ilb-router/ilb/schemas"
+	"github.com/ilb-router/ilb/services/internal/routing"
 	"github.com/ilb-router/ilb/services/internal/run"
 	"github.com/ilb-router/ilb/streams/kafka"
 )
@@ -125,22 +126,10 @@ type DemandConfig struct {
 }
 
 // DerateConfig says how capacity is reduced for unhealthy engines and
-// outliers (README.md, Derating).
-type DerateConfig struct {
-	// MaxErrorRate: an engine with a higher error rate is an outlier.
-	MaxErrorRate float64
-	// ErrorSigmas: an engine whose error rate exceeds the fleet's mean by
-	// this many standard deviations is an outlier too (with at least
-	// MinEngines engines judged).
-	ErrorSigmas float64
-	MinEngines  int
-	// MinRequests is the fewest requests in a window for an error rate to
-	// be judged.
-	MinRequests uint64
-	// SilentAfter: an engine seen before whose latest window ends this long
-	// before the newest window of the fleet is treated as down.
-	SilentAfter time.Duration
-}
+// outliers (README.md, Derating). It is routing's, whose rules the
+// optimizer runs (routing.Derate), so the backtester derates with the
+// same settings and the same validation.
+type DerateConfig = routing.DerateConfig
 
 // DefaultConfig returns the configuration README.md documents, for fleet.
 func DefaultConfig(fleet *schemas.Fleet) Config {
@@ -163,11 +152,10 @@ func DefaultConfig(fleet *schemas.Fleet) Config {
 		Tolerance:             1e-6,
 		MaxNewtonSteps:        2000,
 		Demand:                DemandConfig{Alpha: 0.5, MaxShedCorrection: 0.9, MinRPS: 1e-3, PriorLoad: 0.5},
-		Derate: DerateConfig{MaxErrorRate: 0.2, ErrorSigmas: 3, MinEngines: 3, MinRequests: 10,
-			SilentAfter: time.Minute},
-		MeanPromptTokens: 1000,
-		HistoryLen:       512,
-		PublishTimeout:   10 * time.Second,
+		Derate:                routing.DefaultDerateConfig(),
+		MeanPromptTokens:      1000,
+		HistoryLen:            512,
+		PublishTimeout:        10 * time.Second,
 	}
 }
 
@@ -198,7 +186,10 @@ func (c Config) validate() error {
 	if err := c.Demand.validate(); err != nil {
 		return fmt.Errorf("demand: %w", err)
 	}
-	return c.Derate.validate()
+	if err := c.Derate.Validate(); err != nil {
+		return fmt.Errorf("derate: %w", err)
+	}
+	return nil
 }
 
 func (c Config) validateFleet() error {
@@ -278,20 +269,6 @@ func (d DemandConfig) validate() error {
 		return fmt.Errorf("min rps %v: want >= 0", d.MinRPS)
 	case !(d.PriorLoad > 0 && d.PriorLoad <= 1):
 		return fmt.Errorf("prior load %v: want (0, 1]", d.PriorLoad)
-	}
-	return nil
-}
-
-func (d DerateConfig) validate() error {
-	switch {
-	case !(d.MaxErrorRate > 0 && d.MaxErrorRate <= 1):
-		return fmt.Errorf("derate: max error rate %v: want (0, 1]", d.MaxErrorRate)
-	case !finiteIn(d.ErrorSigmas, 0, 1e6) || d.ErrorSigmas == 0:
-		return fmt.Errorf("derate: error sigmas %v must be positive", d.ErrorSigmas)
-	case d.MinEngines < 2:
-		return fmt.Errorf("derate: min engines %d: want at least 2", d.MinEngines)
-	case d.SilentAfter <= 0:
-		return fmt.Errorf("derate: silent after %v must be positive", d.SilentAfter)
 	}
 	return nil
 }

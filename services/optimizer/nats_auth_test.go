@@ -7,20 +7,19 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ilb-router/ilb/schemas"
 	"github.com/ilb-router/ilb/streams/kafka"
 	"github.com/ilb-router/ilb/streams/kv"
+	"github.com/ilb-router/ilb/streams/streamstest"
 )
 
 // Test-only password: distinctive, so a leak is found by a plain search.
@@ -32,18 +31,9 @@ const wrongNATSPassword = "opt-wrong-pw-Qz7"
 // does. The connection closes with the test.
 func wrongPasswordNATS(t *testing.T) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
-		JetStream: true, StoreDir: t.TempDir(), Users: []*server.User{{Username: "optimizer", Password: "right-pw"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
+	addr := streamstest.NATSWithUsers(t, streamstest.User{Name: "optimizer", Password: "right-pw"})
 	cfg := kv.DefaultConfig()
-	cfg.URL = fmt.Sprintf("nats://optimizer@%s", srv.Addr().(*net.TCPAddr))
+	cfg.URL = "nats://optimizer@" + addr
 	cfg.Password, cfg.RetryOnFailedConnect, cfg.ReconnectWait = wrongNATSPassword, true, 20*time.Millisecond
 	nc, js, err := kv.Connect(t.Context(), cfg)
 	if err != nil {

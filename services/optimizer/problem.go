@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"maps"
 	"slices"
 
 	"github.com/ilb-router/ilb/schemas"
@@ -48,13 +49,6 @@ func digest(p *optimize.Problem) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// sortedKeys returns m's keys in ascending order, so that output and
-// floating-point sums never depend on map order.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
+// sortedKeys returns m's keys in ascending order (nil for an empty m),
+// so that output never depends on map order.
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

@@ -1,12 +1,16 @@
 package optimizer
 
 import (
+	"errors"
+	"maps"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/ilb-router/ilb/schemas"
+	"github.com/ilb-router/ilb/services/internal/routing"
 	"github.com/ilb-router/ilb/solver/optimize"
 )
 
@@ -209,45 +213,87 @@ func TestBuildProblemEligibility(t *testing.T) {
 	}
 }
 
-func TestCheckSolution(t *testing.T) {
+// TestCheckSolutionWiring: the gate before publishing is
+// routing.CheckSolution, whose rules are tested there. The optimizer
+// passes a good solution and rejects a bad one with an error that names
+// the optimizer and still wraps routing.ErrRejected.
+func TestCheckSolutionWiring(t *testing.T) {
 	p := &optimize.Problem{MeanOutputTokens: 200, MaxUtilization: 0.9, ShedPenaltyMs: 60000,
 		Clusters: []optimize.Cluster{{Name: "a", DemandRps: 10}},
-		Engines:  []optimize.Engine{{Name: "x", CapacityRps: 20}, {Name: "y", CapacityRps: 20}, {Name: "z", CapacityRps: 20}},
-		Eligible: map[string][]string{"a": {"x", "y"}}}
-	good := func() *optimize.Solution {
-		return &optimize.Solution{Weights: map[string]map[string]float64{"a": {"x": 0.6, "y": 0.3}},
-			ShedFraction: map[string]float64{"a": 0.1}, EngineLoadRps: map[string]float64{"x": 6, "y": 3}}
-	}
-	if err := checkSolution(p, good()); err != nil {
+		Engines:  []optimize.Engine{{Name: "x", CapacityRps: 20}, {Name: "y", CapacityRps: 20}},
+		Eligible: map[string][]string{"a": {"x"}}}
+	sol := &optimize.Solution{Weights: map[string]map[string]float64{"a": {"x": 0.9}},
+		ShedFraction: map[string]float64{"a": 0.1}, EngineLoadRps: map[string]float64{"x": 9}}
+	if err := checkSolution(p, sol); err != nil {
 		t.Fatalf("a good solution is rejected: %v", err)
 	}
-	for name, breakIt := range map[string]func(s *optimize.Solution){
-		"ineligible engine": func(s *optimize.Solution) { s.Weights["a"]["z"], s.Weights["a"]["x"] = 0.1, 0.5 },
-		"NaN weight":        func(s *optimize.Solution) { s.Weights["a"]["x"] = math.NaN() },
-		"sum not 1":         func(s *optimize.Solution) { s.Weights["a"]["x"] = 0.5 },
-		"negative":          func(s *optimize.Solution) { s.Weights["a"]["x"], s.Weights["a"]["y"] = -0.1, 1 },
-		"missing cluster":   func(s *optimize.Solution) { delete(s.Weights, "a") },
-		"overloaded engine": func(s *optimize.Solution) { s.EngineLoadRps["x"] = 18.5 },
-		"infinite shed":     func(s *optimize.Solution) { s.ShedFraction["a"] = math.Inf(1) },
+	sol.Weights["a"]["x"], sol.Weights["a"]["y"] = 0.5, 0.4 // y is not eligible
+	err := checkSolution(p, sol)
+	if !errors.Is(err, routing.ErrRejected) || !strings.HasPrefix(err.Error(), "optimizer: ") {
+		t.Fatalf("weight on an ineligible engine: %v; want an optimizer error wrapping routing.ErrRejected", err)
+	}
+}
+
+// TestPlans: each cluster's plan is the solution's weights normalized
+// (routing.Normalize, tested there: tiny weights dropped, the rest summing
+// to 1 − shed) with a selection table over them. An idle cluster keeps
+// its published weights on the engines it may still use, rescaled to its
+// published shed fraction; an idle cluster with nothing published takes
+// the solution's.
+func TestPlans(t *testing.T) {
+	p := &optimize.Problem{Clusters: []optimize.Cluster{{Name: "busy"}, {Name: "idle"}, {Name: "new"}},
+		Eligible: map[string][]string{"busy": {"x", "y", "z"}, "idle": {"x", "y"}, "new": {"y"}}}
+	sol := &optimize.Solution{
+		Weights: map[string]map[string]float64{"busy": {"x": 0.6000001, "y": 0.2999999, "z": 1e-9},
+			"idle": {"x": 1}, "new": {"y": 0.5}},
+		ShedFraction: map[string]float64{"busy": 0.1, "idle": 0, "new": 0.5}}
+	o := &Optimizer{prev: published{snaps: map[string]*schemas.Snapshot{
+		"idle": {Cluster: "idle", Weights: map[string]float64{"x": 0.2, "y": 0.4, "z": 0.3}, ShedFraction: 0.1}}}}
+	plans, err := o.plans(p, sol, map[string]bool{"idle": true, "new": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []struct {
+		cluster string
+		weights map[string]float64
+		shed    float64
+		kept    bool
+	}{
+		{"busy", map[string]float64{"x": 0.6, "y": 0.3}, 0.1, false},
+		{"idle", map[string]float64{"x": 0.3, "y": 0.6}, 0.1, true},
+		{"new", map[string]float64{"y": 0.5}, 0.5, false},
 	} {
-		s := good()
-		breakIt(s)
-		if err := checkSolution(p, s); err == nil {
-			t.Errorf("%s: accepted", name)
+		pl := plans[i]
+		if pl.cluster != want.cluster || pl.kept != want.kept || pl.shed != want.shed || len(pl.weights) != len(want.weights) {
+			t.Errorf("plan %d: %+v, want %+v", i, pl, want)
+			continue
+		}
+		sum := pl.shed
+		for e, w := range want.weights {
+			if math.Abs(pl.weights[e]-w) > 1e-6 {
+				t.Errorf("%s: weight of %s %v, want %v", pl.cluster, e, pl.weights[e], w)
+			}
+			sum += pl.weights[e]
+		}
+		if math.Abs(sum-1) > 1e-15 {
+			t.Errorf("%s: weights and shed sum to %v, want 1", pl.cluster, sum)
+		}
+		if pl.table == nil || !slices.Equal(pl.table.Engines(), slices.Sorted(maps.Keys(want.weights))) {
+			t.Errorf("%s: table %v, want one over %v", pl.cluster, pl.table, want.weights)
 		}
 	}
 }
 
-func TestNormalize(t *testing.T) {
-	w, shed := normalize(map[string]float64{"a": 0.6000001, "b": 0.2999999, "c": 1e-9}, 0.1)
-	if _, ok := w["c"]; ok {
-		t.Error("a weight below the floor survived")
+// TestConfigValidatesDerate: Config.Validate runs routing's check of the
+// derate settings (its rules are tested there) and says which part failed.
+func TestConfigValidatesDerate(t *testing.T) {
+	cfg := DefaultConfig(schemas.ExampleFleet())
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("default config: %v", err)
 	}
-	if sum := w["a"] + w["b"] + shed; math.Abs(sum-1) > 1e-15 {
-		t.Errorf("sum %v, want 1", sum)
-	}
-	w, shed = normalize(map[string]float64{}, 0.2)
-	if len(w) != 0 || shed != 1 {
-		t.Errorf("no weight left: %v shed %v, want all shed", w, shed)
+	cfg.Derate.MinEngines = 1
+	if err := cfg.Validate(); err == nil || !strings.HasPrefix(err.Error(), "optimizer: config: derate: ") ||
+		!strings.Contains(err.Error(), "min engines") {
+		t.Fatalf("min engines 1: %v; want the derate setting named", err)
 	}
 }

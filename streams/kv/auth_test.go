@@ -1,15 +1,13 @@
 package kv_test
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +18,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/ilb-router/ilb/streams/kv"
+	"github.com/ilb-router/ilb/streams/streamstest"
 )
 
 // Test-only password: distinctive, so a leak is found by a plain search.
@@ -28,48 +27,11 @@ const (
 	wrongPass          = "kv-wrong-pw-Tc9"
 )
 
-// startNATS starts a nats-server with JetStream on a free loopback port,
-// configured by edit, and returns its host:port.
-func startNATS(t *testing.T, edit func(*server.Options)) string {
-	t.Helper()
-	opts := &server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
-		JetStream: true, StoreDir: t.TempDir()}
-	edit(opts)
-	srv, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatalf("nats-server: %v", err)
-	}
-	srv.Start()
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	return srv.Addr().(*net.TCPAddr).String()
-}
-
-// passwordNATS starts a server that knows one user, authUser/authPass.
+// passwordNATS starts a server that knows one user, authUser/authPass,
+// and returns its host:port.
 func passwordNATS(t *testing.T) string {
-	return startNATS(t, func(o *server.Options) {
-		o.Users = []*server.User{{Username: authUser, Password: authPass}}
-	})
-}
-
-// syncBuffer is a log sink safe for nats.go's callback goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	t.Helper()
+	return streamstest.NATSWithUsers(t, streamstest.User{Name: authUser, Password: authPass})
 }
 
 func authConfig(url string, log *slog.Logger) kv.Config {
@@ -94,7 +56,7 @@ func TestWrongPasswordIsNamed(t *testing.T) {
 		t.Fatalf("Connect with a wrong password: %v; want the authorization violation and a hint, no password", err)
 	}
 
-	var logs syncBuffer
+	var logs streamstest.LogBuffer
 	cfg := authConfig(wrong, slog.New(slog.NewTextHandler(&logs, nil)))
 	cfg.RetryOnFailedConnect = true
 	nc, js, err := kv.Connect(t.Context(), cfg)
@@ -116,7 +78,7 @@ func TestWrongPasswordIsNamed(t *testing.T) {
 	if _, err := js.KeyValue(ctxTimeout(t, time.Second), "ilb-weights"); !errors.Is(err, nats.ErrConnectionClosed) {
 		t.Fatalf("KeyValue on the closed connection: %v", err)
 	}
-	waitLog(t, &logs, "level=ERROR")
+	logs.WaitFor(t, 5*time.Second, regexp.MustCompile(`level=ERROR`))
 	out := logs.String()
 	if !strings.Contains(strings.ToLower(out), "authorization violation") || !strings.Contains(out, "hint=") ||
 		strings.Contains(out, wrongPass) {
@@ -124,21 +86,10 @@ func TestWrongPasswordIsNamed(t *testing.T) {
 	}
 }
 
-func waitLog(t *testing.T, logs *syncBuffer, want string) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(logs.String(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("log never contained %q:\n%s", want, logs.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // TestClosingIsNotAnError: a connection the program closes is logged at
 // Info, and ConnError says closed without blaming the server.
 func TestClosingIsNotAnError(t *testing.T) {
-	var logs syncBuffer
+	var logs streamstest.LogBuffer
 	cfg := authConfig(fmt.Sprintf("nats://%s:%s@%s", authUser, authPass, passwordNATS(t)),
 		slog.New(slog.NewTextHandler(&logs, nil)))
 	nc, _, err := kv.Connect(t.Context(), cfg)
@@ -149,7 +100,7 @@ func TestClosingIsNotAnError(t *testing.T) {
 		t.Fatalf("ConnError of a live connection = %v", err)
 	}
 	nc.Close()
-	waitLog(t, &logs, "nats: connection closed")
+	logs.WaitFor(t, 5*time.Second, regexp.MustCompile(`nats: connection closed`))
 	if strings.Contains(logs.String(), "level=ERROR") {
 		t.Fatalf("a deliberate close logged an error:\n%s", logs.String())
 	}
@@ -266,10 +217,8 @@ func (o *operator) start(t *testing.T) string {
 			t.Fatal(err)
 		}
 	}
-	return startNATS(t, func(opts *server.Options) {
-		opts.TrustedOperators = []*jwt.OperatorClaims{o.claims}
-		opts.AccountResolver, opts.SystemAccount = res, sysPub
-	})
+	return streamstest.NATSWithOptions(t, &server.Options{TrustedOperators: []*jwt.OperatorClaims{o.claims},
+		AccountResolver: res, SystemAccount: sysPub}).Addr().String()
 }
 
 // creds writes a .creds file for a new user of the account (signed by

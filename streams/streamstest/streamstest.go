@@ -12,10 +12,18 @@
 // given a data directory; without one it comes back empty, as a real
 // broker that lost its disk would.
 //
+// KafkaClient gives a franz-go client of such a broker that closes with
+// the test. Tests of credentials get a NATS server that admits only given
+// users (NATSWithUsers) or one configured in full (NATSWithOptions:
+// accounts, operator trust, TLS). LogBuffer collects the logs and output
+// that services and clients write from their own goroutines, for the test
+// to search.
+//
 // # Concurrency
 //
 // Call the functions and methods from the test's goroutine (they may call
-// t.Fatal). The brokers themselves serve any number of clients.
+// t.Fatal). The brokers themselves serve any number of clients. A
+// LogBuffer may be written and read from any goroutine.
 package streamstest
 
 import (
@@ -25,6 +33,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/ilb-router/ilb/streams/embedded"
 )
@@ -186,4 +196,17 @@ func baseConfig() embedded.Config {
 	cfg.NATSListen = ""
 	cfg.Partitions = Partitions
 	return cfg
+}
+
+// KafkaClient returns a franz-go client seeded with addrs (as Kafka or
+// KafkaServer.Addrs give) and configured by opts; it closes when the test
+// ends.
+func KafkaClient(t testing.TB, addrs []string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addrs...)}, opts...)...)
+	if err != nil {
+		t.Fatalf("streamstest: kafka client: %v", err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
 }
