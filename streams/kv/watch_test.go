@@ -147,8 +147,13 @@ func TestWatchIncludeDeletes(t *testing.T) {
 	ev := newEvents()
 	startWatch(t, b, ">", ev, kv.IncludeDeletes())
 	ev.waitLen(t, 1)
+	// One operation at a time: a purge removes the key's earlier messages
+	// from the stream, so a watcher that had not yet been sent the put
+	// and the delete would never see them (JetStream, not the watcher).
 	b.Put(ctx, "k", []byte("v"))
+	ev.waitLen(t, 2)
 	b.Delete(ctx, "k")
+	ev.waitLen(t, 3)
 	b.Purge(ctx, "k")
 	got := ev.waitLen(t, 4)
 	want := []string{"DONE", "put:k=v", "delete:k=", "purge:k="}
