@@ -52,6 +52,7 @@ type devFlags struct {
 	shutdownWait time.Duration
 	window       time.Duration
 	profileEvery time.Duration
+	tickWait     time.Duration
 }
 
 func cmdDev(ctx context.Context, e *env, args []string) error {
@@ -73,6 +74,7 @@ func cmdDev(ctx context.Context, e *env, args []string) error {
 	fs.DurationVar(&f.shutdownWait, "shutdown-timeout", 10*time.Second, "longest wait for the services to stop on Ctrl-C")
 	fs.DurationVar(&f.window, "window", 10*time.Second, "the aggregator's feature window (the optimizer solves once per window): shorter reacts sooner on noisier features")
 	fs.DurationVar(&f.profileEvery, "profile-interval", 30*time.Second, "how often (event time) the aggregator refits the latency profiles")
+	fs.DurationVar(&f.tickWait, "tick-wait", 2*time.Second, "the optimizer's longest wait for the rest of a window's rows (see ilb optimizer --help)")
 	if err := parseFlags(fs, e, args); err != nil {
 		return err
 	}

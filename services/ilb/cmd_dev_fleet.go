@@ -162,7 +162,7 @@ func (d *devFleet) buildAggregator() error {
 
 func (d *devFleet) buildOptimizer() error {
 	cfg := optimizer.DefaultConfig(d.plan.fleet)
-	cfg.ID = "ilb-dev"
+	cfg.ID, cfg.TickWait = "ilb-dev", d.plan.tickWait
 	kc := d.kafkaConfig("ilb-dev-optimizer")
 	opt, err := optimizer.New(cfg, optimizer.Deps{JetStream: d.js, NATS: d.nc, Kafka: &kc,
 		Logger: d.log.With("service", "optimizer"), Meter: d.tel.Meter, Tracer: d.tel.Tracer, Health: d.health})

@@ -31,7 +31,10 @@ func TestReplayedDevSignalsGiveTheLiveWeights(t *testing.T) {
 		t.Skip("runs ilb dev for 30 s")
 	}
 	const window = 2 * time.Second
-	d := startDev(t, "--window", window.String(), "--profile-interval", "8s", "--rate", "8",
+	// A long --tick-wait: on a loaded CI machine a window's rows must not
+	// be solved without a late partition's because of a stall (the
+	// engines all report, so windows complete by the rows, not the wait).
+	d := startDev(t, "--window", window.String(), "--profile-interval", "8s", "--rate", "8", "--tick-wait", "10s",
 		"--swing-schedule", "fe-east*3@8s-20s", "--progress", "0")
 	dir := t.TempDir()
 	rec := filepath.Join(dir, "signals.arrow")
@@ -69,7 +72,7 @@ func TestReplayedDevSignalsGiveTheLiveWeights(t *testing.T) {
 		"--profile-interval", "8s", "--log-level", "warn")
 	defer agg.stop(t)
 	opt := startCommand(t, "optimizer", "--kafka", kafkaAddr, "--nats", "nats://"+natsAddr, "--fleet", fleet,
-		"--id", "replay")
+		"--id", "replay", "--tick-wait", "10s")
 	defer opt.stop(t)
 	// The live optimizer published its prior snapshot before any signal;
 	// so does this one before the replay starts.
