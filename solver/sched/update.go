@@ -32,8 +32,12 @@ func (t *Table) Update(engines []string, weights []float64) (*Table, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sched: update: %w", err)
 	}
+	quota := apportion(ws, len(t.slots))
+	if slices.Equal(names, t.names) && slices.Equal(quota, t.counts) {
+		return t, nil // nothing would move: t is immutable, so it is the answer
+	}
 	owner := t.remap(names)
-	reassign(owner, apportion(ws, len(t.slots)))
+	reassign(owner, quota)
 	slots, err := finish(owner)
 	if err != nil {
 		return nil, fmt.Errorf("sched: update: %w", err)
