@@ -16,8 +16,9 @@ Kafka consumer group, windows them by event time (tumbling, or hopping with
 publishes per-engine and per-(cluster, engine) features as Arrow record
 batches to ilb.features (and to Arrow IPC files under --out). Records that
 do not decode or validate go to ilb.signals.dlq with the reason. Every
---profile-interval it fits each engine's (and each shared SKU's) TTFT and
-TBOT against load and publishes the accepted profiles to ilb.profiles.
+--profile-interval (of event time, with --clock event) it fits each
+engine's (and each shared SKU's) TTFT and TBOT against load and publishes
+the accepted profiles to ilb.profiles.
 
 Offsets are committed with each partition's window checkpoint, so a restart
 or another instance of the group resumes without double counting. Several

@@ -20,10 +20,18 @@ cluster's selection table with minimal churn, and publishes one snapshot per
 cluster plus a manifest to the JetStream KV bucket ilb-weights, versioned
 by compare-and-swap on the manifest.
 
-Solves are triggered by new input (coalesced, at most every --min-interval)
-and happen at least every --max-interval. Several instances may run: the
-one holding the lease (--lease) publishes; the others stand by and take over
-when it stops. Give each instance its own --id.
+With --clock event (the default) it solves once per feature window, when
+the window is complete, on exactly that window's rows: a replay of a
+recorded signal stream (ilb replay) publishes the weights the live run
+did, window for window; each snapshot says which window in inputs_as_of.
+Nothing is re-solved without new windows, so when the signals stop the
+data planes see their snapshots age. --clock wall solves when input
+arrives (at most every --min-interval) and at least every --max-interval.
+
+Several instances may run: the one holding the lease (--lease) publishes;
+the others stand by and take over when it stops. Give each instance its own
+--id. Refused NATS credentials end the command (exit 1) with the server's
+reason.
 
 HTTP (--http): GET /healthz, GET /v1/optimizer (the last solve: weights,
 demand, capacities, history), GET /metrics.`

@@ -12,7 +12,11 @@ const replayAbout = `Replays a recording made by ilb record into Kafka: every re
 its topic (or the one --topic-map names) with its key, value, headers,
 timestamp and partition, paced by the original gaps divided by --speed
 (0: as fast as possible). Signal events carry their own event time, so a
-replayed stream drives the aggregator and optimizer as the live one did.
+replayed stream drives the aggregator and optimizer as the live one did:
+with their event clocks (the default), into fresh brokers, the optimizer
+publishes the live run's weights window for window (compare with
+ilb weights history, column INPUTS_AS_OF). Pace it so the services keep
+up (--speed 4 is safe on a laptop); 0 works for the aggregator alone.
 A FILE.partial left by a killed recorder is replayed up to its last
 complete batch.`
 
