@@ -31,6 +31,11 @@ const (
 	// nanoseconds, decimal) of the feature windows the fit saw: the
 	// optimizer's event clock uses a fit from the window after it.
 	HeaderAsOf = "ilb-as-of"
+	// HeaderWindow on an ilb.features record names the window and the
+	// signals partition it comes from: "PARTITION/START_NS/END_NS". The
+	// record's key is the partition, so one partition's windows arrive in
+	// order.
+	HeaderWindow = "ilb-window"
 )
 
 // Values of HeaderSchema and of the Arrow schema metadata key

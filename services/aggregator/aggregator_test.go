@@ -46,7 +46,7 @@ func TestFeaturesFromSignals(t *testing.T) {
 	r := start(t, testConfig(addrs, "g-features"), Deps{})
 	got := features(t, readTopic(t, addrs, schemas.TopicFeatures).waitN(t, 1, 20*time.Second))
 	m := got[0]
-	if m.key != strconv.FormatInt(at(1), 10) || m.id != "0/"+strconv.FormatInt(at(0), 10)+"/"+strconv.FormatInt(at(1), 10) {
+	if m.key != "0" || m.id != "0/"+strconv.FormatInt(at(0), 10)+"/"+strconv.FormatInt(at(1), 10) {
 		t.Errorf("record key %q, window id %q", m.key, m.id)
 	}
 	e, ok := row(got, at(1), "e1", "")

@@ -18,11 +18,11 @@ import (
 // Kafka headers the aggregator writes besides schemas.HeaderSchema and
 // schemas.HeaderDLQReason.
 const (
-	// HeaderWindow on an ilb.features record identifies the window and the
-	// signals partition it comes from: "PARTITION/START_NS/END_NS". A
-	// record re-emitted after a restart carries the same value and the
-	// same rows.
-	HeaderWindow = "ilb-window"
+	// HeaderWindow (schemas.HeaderWindow) on an ilb.features record
+	// identifies the window and the signals partition it comes from:
+	// "PARTITION/START_NS/END_NS". A record re-emitted after a restart
+	// carries the same value and the same rows.
+	HeaderWindow = schemas.HeaderWindow
 	// HeaderDLQClass is the DLQ reason as a counter label: decode,
 	// validate or unknown_schema.
 	HeaderDLQClass = "ilb-dlq-class"
@@ -237,7 +237,10 @@ func featureRecord(topic string, p int32, rows []schemas.Feature) (*kgo.Record, 
 	id := fmt.Sprintf("%d/%d/%d", p, start, end)
 	return &kgo.Record{
 		Topic: topic,
-		Key:   strconv.AppendInt(nil, end, 10),
+		// Keyed by signals partition: one partition's windows land on one
+		// features partition, in order, so a reader can tell that a
+		// partition has moved past a window (the optimizer's event clock).
+		Key: strconv.AppendInt(nil, int64(p), 10),
 		Value: value,
 		Headers: []kgo.RecordHeader{
 			{Key: schemas.HeaderSchema, Value: []byte(schemas.FeatureSchemaVersion)},

@@ -20,7 +20,7 @@ import (
 // demand swing so the weights move) while `ilb record` records its
 // ilb.signals topic; then, on fresh `ilb brokers`, `ilb aggregator` and
 // `ilb optimizer` run on the same fleet file and `ilb replay` plays the
-// recording back at 4× speed. With the event clock both optimizers solve
+// recording back, at 4× speed and as fast as it can. With the event clock both optimizers solve
 // each feature window on the same rows, so they must publish the same
 // sequence of snapshots: the same windows (inputs_as_of), the same inputs
 // digest, and weights and shed fractions within the solver's tolerance.
@@ -65,6 +65,40 @@ func TestReplayedDevSignalsGiveTheLiveWeights(t *testing.T) {
 	if err := os.WriteFile(fleet, schemas.ExampleFleetYAML(), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	want := upTo(live, cutoff)
+	if len(want) < 6 {
+		t.Fatalf("live run published only %d snapshots by the cutoff; the test needs the weights to move", len(want))
+	}
+	moved := false
+	prev := map[string]*schemas.Snapshot{}
+	for _, w := range want {
+		if p, ok := prev[w.cluster]; ok && maxDiff(w.s, p) > 0.01 {
+			moved = true
+		}
+		prev[w.cluster] = w.s
+	}
+	if !moved {
+		t.Error("the live weights never moved by 0.01: the comparison proves little")
+	}
+	// Paced, and as fast as the brokers go: the aggregator keys features
+	// by signals partition, so the optimizer knows when every partition
+	// has passed a window however the partitions' records interleave.
+	for _, speed := range []string{"4", "0"} {
+		t.Run("speed="+speed, func(t *testing.T) {
+			got := replayThroughServices(t, rec, fleet, window, speed, len(want), cutoff)
+			sameSnapshots(t, want, got)
+		})
+	}
+	t.Logf("%d snapshots over %d clusters; first and last of fe-east: %v → %v", len(want),
+		len(schemas.ExampleFleet().Clusters), want[0].s.Weights, prev["fe-east"].Weights)
+}
+
+// replayThroughServices replays the recording rec into fresh `ilb
+// brokers` running `ilb aggregator` and `ilb optimizer` on fleet, and
+// returns the snapshots they publish for windows ending by cutoff, once
+// there are at least n.
+func replayThroughServices(t *testing.T, rec, fleet string, window time.Duration, speed string, n int, cutoff time.Time) []snapshotKey {
+	t.Helper()
 	kafkaAddr, natsAddr := freePort(t), freePort(t)
 	b := startBrokers(t, "--kafka-listen", kafkaAddr, "--nats-listen", natsAddr)
 	defer b.stop(t)
@@ -72,32 +106,33 @@ func TestReplayedDevSignalsGiveTheLiveWeights(t *testing.T) {
 		"--profile-interval", "8s", "--log-level", "warn")
 	defer agg.stop(t)
 	opt := startCommand(t, "optimizer", "--kafka", kafkaAddr, "--nats", "nats://"+natsAddr, "--fleet", fleet,
-		"--id", "replay", "--tick-wait", "10s")
+		"--id", "replay", "--tick-wait", "10s", "--log-level", "warn")
 	defer opt.stop(t)
 	// The live optimizer published its prior snapshot before any signal;
 	// so does this one before the replay starts.
 	waitUntil(t, 20*time.Second, "the replay optimizer's first snapshot", func() bool {
 		return len(publishedSnapshots(t, "nats://"+natsAddr)) > 0
 	})
-	code, stdout, stderr = run(t, "replay", "--kafka", kafkaAddr, "--in", rec, "--speed", "4")
+	code, stdout, stderr := run(t, "replay", "--kafka", kafkaAddr, "--in", rec, "--speed", speed)
 	if code != 0 {
 		t.Fatalf("ilb replay: exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	want := upTo(live, cutoff)
 	var got []snapshotKey
 	waitUntil(t, 30*time.Second, "the replayed windows' snapshots", func() bool {
 		got = upTo(publishedSnapshots(t, "nats://"+natsAddr), cutoff)
-		return len(got) >= len(want)
+		return len(got) >= n
 	})
-	if len(want) < 6 {
-		t.Fatalf("live run published only %d snapshots by the cutoff; the test needs the weights to move", len(want))
+	return got
+}
+
+// sameSnapshots checks that the replay published the live sequence: the
+// same windows and inputs, weights within the solver's tolerance.
+func sameSnapshots(t *testing.T, want, got []snapshotKey) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("replay published %d snapshots by the cutoff, live %d", len(got), len(want))
 	}
-	moved := false
-	prev := map[string]*schemas.Snapshot{}
-	for i := range want {
-		if i >= len(got) {
-			t.Fatalf("replay published %d snapshots, live %d", len(got), len(want))
-		}
+	for i := range min(len(want), len(got)) {
 		w, g := want[i], got[i]
 		if w.cluster != g.cluster || !w.asOf.Equal(g.asOf) || w.s.InputsDigest != g.s.InputsDigest {
 			t.Fatalf("snapshot %d: live %s as of %s digest %s, replay %s as of %s digest %s",
@@ -107,19 +142,7 @@ func TestReplayedDevSignalsGiveTheLiveWeights(t *testing.T) {
 			t.Errorf("snapshot %d (%s as of %s): weights differ by up to %.3g\nlive   %v shed %v\nreplay %v shed %v",
 				i, w.cluster, w.asOf.Format(time.TimeOnly), dist, w.s.Weights, w.s.ShedFraction, g.s.Weights, g.s.ShedFraction)
 		}
-		if p, ok := prev[w.cluster]; ok && maxDiff(w.s, p) > 0.01 {
-			moved = true
-		}
-		prev[w.cluster] = w.s
 	}
-	if len(got) != len(want) {
-		t.Errorf("replay published %d snapshots by the cutoff, live %d", len(got), len(want))
-	}
-	if !moved {
-		t.Error("the live weights never moved by 0.01: the comparison proves little")
-	}
-	t.Logf("%d snapshots over %d clusters agree; first and last of fe-east: %v → %v", len(want),
-		len(schemas.ExampleFleet().Clusters), want[0].s.Weights, prev["fe-east"].Weights)
 }
 
 // snapshotKey is one published snapshot, ordered by window then cluster.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -83,7 +84,7 @@ func (o *Optimizer) handleRecord(ctx context.Context, r *kgo.Record, decode func
 	}
 	span := trace.SpanContextFromContext(kafka.ExtractTrace(ctx, o.prop, r))
 	select {
-	case o.inbox <- input{features: fs, profiles: ps, asOf: asOf(r, ps), span: span}:
+	case o.inbox <- input{features: fs, profiles: ps, asOf: asOf(r, ps), src: sourcePartition(r), span: span}:
 		return true
 	case <-ctx.Done():
 		return false
@@ -141,4 +142,19 @@ func asOf(r *kgo.Record, rows []schemas.Profile) int64 {
 		t = max(t, p.FittedAtUnixNano)
 	}
 	return t
+}
+
+// sourcePartition is the signals partition a features record's rows come
+// from (its schemas.HeaderWindow); -1 when the header is missing or bad.
+func sourcePartition(r *kgo.Record) int32 {
+	for _, h := range r.Headers {
+		if h.Key != schemas.HeaderWindow {
+			continue
+		}
+		p, _, ok := strings.Cut(string(h.Value), "/")
+		if n, err := strconv.ParseInt(p, 10, 32); ok && err == nil && n >= 0 {
+			return int32(n)
+		}
+	}
+	return -1
 }

@@ -71,6 +71,7 @@ type input struct {
 	features []schemas.Feature
 	profiles []schemas.Profile
 	asOf     int64 // profiles: event time of the windows the fit saw
+	src      int32 // features: signals partition of the rows (schemas.HeaderWindow); -1 unknown
 	span     trace.SpanContext
 }
 

@@ -16,23 +16,30 @@ import (
 // signal stream, not on when records happened to arrive. Owned by the
 // solve loop.
 //
-// A window ending at T is complete when
-//   - every engine that reported in one of the last expectTicks solved
-//     windows (at first: every engine of the fleet) has its engine row
-//     for T, or
-//   - a row of a window ending at T + 2 window lengths or later arrived
-//     (the missing engines went silent), or
-//   - wait (wall time) passed since T's first row arrived.
+// A window ending at T is complete when every engine that reported in one
+// of the last expectTicks solved windows (at first: every engine of the
+// fleet) has its engine row for T, or is known to have none:
+//   - its signals partition (schemas.HeaderWindow of the records its rows
+//     came in) has delivered a later window: the aggregator keys features
+//     by partition, so a partition's windows arrive in order, and one
+//     past T without the engine means the engine was silent in T; or
+//   - when no record names its partition (an aggregator that does not
+//     set the header), a row of a window ending two window lengths after
+//     T arrived;
 //
-// The last two are the only ways timing can change what a solve sees:
-// they fire when engines stop reporting, and a replay then sees the same
-// rows unless an engine's row was more than wait late live.
+// or else when wait (wall time) has passed since T's first row arrived.
+// Only the wait depends on timing: it fires when every engine of a
+// partition stops reporting (or a partition lags by more than wait), and
+// a replay then sees the same rows unless a row was more than wait late
+// live.
 type ticks struct {
 	wait      time.Duration
 	pending   []schemas.Feature // rows of unsolved windows
 	profiles  []pendingProfiles
 	firstSeen map[int64]time.Time // window end -> arrival of its first row
 	lastSeen  map[string]int      // engine -> tick count when it last reported
+	partOf    map[string]int32    // engine -> signals partition its rows came from
+	progress  map[int32]int64     // signals partition -> newest window end delivered
 	solved    int                 // windows solved
 	last      int64               // end of the last solved window; 0: none
 	late      uint64              // rows that arrived after their window was solved
@@ -51,7 +58,8 @@ type pendingProfiles struct {
 }
 
 func newTicks(fleet *schemas.Fleet, wait time.Duration) *ticks {
-	t := &ticks{wait: wait, firstSeen: map[int64]time.Time{}, lastSeen: map[string]int{}}
+	t := &ticks{wait: wait, firstSeen: map[int64]time.Time{}, lastSeen: map[string]int{},
+		partOf: map[string]int32{}, progress: map[int32]int64{}}
 	for _, e := range fleet.Engines {
 		t.lastSeen[e.Name] = 0
 	}
@@ -59,9 +67,16 @@ func newTicks(fleet *schemas.Fleet, wait time.Duration) *ticks {
 }
 
 // addFeatures queues rows of windows not solved yet and returns the rest
-// (late rows: the caller applies them at once, for the next solve).
-func (t *ticks) addFeatures(rows []schemas.Feature, now time.Time) (late []schemas.Feature) {
+// (late rows: the caller applies them at once, for the next solve). src
+// is the signals partition the rows came from, -1 if unknown.
+func (t *ticks) addFeatures(rows []schemas.Feature, src int32, now time.Time) (late []schemas.Feature) {
 	for _, r := range rows {
+		if src >= 0 {
+			t.progress[src] = max(t.progress[src], r.WindowEndUnixNano)
+			if r.Cluster == "" {
+				t.partOf[r.Engine] = src
+			}
+		}
 		if r.WindowEndUnixNano <= t.last {
 			late = append(late, r)
 			t.late++
@@ -101,16 +116,25 @@ func (t *ticks) ready(now time.Time) (int64, bool) {
 		return end, true
 	}
 	seen := map[string]bool{}
+	twoLater := false
 	for _, r := range t.pending {
-		if r.WindowEndUnixNano >= end+2*length {
-			return end, true
-		}
+		twoLater = twoLater || r.WindowEndUnixNano >= end+2*length
 		if r.WindowEndUnixNano == end && r.Cluster == "" {
 			seen[r.Engine] = true
 		}
 	}
 	for e, n := range t.lastSeen {
-		if t.solved-n < expectTicks && !seen[e] {
+		if t.solved-n >= expectTicks || seen[e] {
+			continue
+		}
+		if p, ok := t.partOf[e]; ok {
+			if t.progress[p] <= end {
+				return 0, false // its partition may still bring it
+			}
+		} else if !twoLater || len(t.progress) > 0 {
+			// Records name their partitions but none has brought e
+			// yet: it may be in one not heard from (a burst from one
+			// partition arrives first), so only the wait settles it.
 			return 0, false
 		}
 	}

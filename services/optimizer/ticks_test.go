@@ -7,12 +7,15 @@ import (
 	"github.com/ilb-router/ilb/schemas"
 )
 
-// tickFleet has three engines e0..e2 and one cluster.
-func tickFleet(t *testing.T) *schemas.Fleet {
+// tickFleet has engines e0..e2 (or the named ones) and one cluster.
+func tickFleet(t *testing.T, names ...string) *schemas.Fleet {
 	t.Helper()
 	f := &schemas.Fleet{MeanOutputTokens: 200, MaxUtilization: 0.9, ShedPenaltyMs: 60000,
 		Clusters: []schemas.FleetCluster{{Name: "fe", Region: "r"}}}
-	for _, e := range []string{"e0", "e1", "e2"} {
+	if len(names) == 0 {
+		names = []string{"e0", "e1", "e2"}
+	}
+	for _, e := range names {
 		f.Engines = append(f.Engines, schemas.FleetEngine{Name: e, Region: "r", SKU: "h100", Replicas: 1, MaxBatch: 8})
 	}
 	return f
@@ -29,7 +32,7 @@ func row(e, cluster string, end int64) schemas.Feature {
 func TestTicksWaitForEveryExpectedEngine(t *testing.T) {
 	tk := newTicks(tickFleet(t), 2*time.Second)
 	t0 := time.Unix(1000, 0)
-	if late := tk.addFeatures([]schemas.Feature{row("e0", "", 10), row("e0", "fe", 10), row("e1", "", 10)}, t0); len(late) != 0 {
+	if late := tk.addFeatures([]schemas.Feature{row("e0", "", 10), row("e0", "fe", 10), row("e1", "", 10)}, -1, t0); len(late) != 0 {
 		t.Fatalf("late rows %v before any solve", late)
 	}
 	if end, ok := tk.ready(t0.Add(time.Second)); ok {
@@ -39,12 +42,12 @@ func TestTicksWaitForEveryExpectedEngine(t *testing.T) {
 		t.Errorf("deadline %v, want the first row's arrival + 2 s", d)
 	}
 	// Rows of the next window do not complete it ...
-	tk.addFeatures([]schemas.Feature{row("e0", "", 20)}, t0.Add(time.Second))
+	tk.addFeatures([]schemas.Feature{row("e0", "", 20)}, -1, t0.Add(time.Second))
 	if _, ok := tk.ready(t0.Add(time.Second)); ok {
 		t.Fatal("window 10 ready on a row of window 20")
 	}
 	// ... e2's row does, and the solve takes only window 10's rows.
-	tk.addFeatures([]schemas.Feature{row("e2", "", 10)}, t0.Add(time.Second))
+	tk.addFeatures([]schemas.Feature{row("e2", "", 10)}, -1, t0.Add(time.Second))
 	end, ok := tk.ready(t0.Add(time.Second))
 	if !ok || end != 10*sec {
 		t.Fatalf("ready = %d, %v; want window 10", end, ok)
@@ -59,7 +62,7 @@ func TestTicksWaitForEveryExpectedEngine(t *testing.T) {
 		}
 	}
 	// A row of the solved window is late: handed back to apply at once.
-	if late := tk.addFeatures([]schemas.Feature{row("e1", "fe", 10)}, t0.Add(time.Second)); len(late) != 1 || tk.late != 1 {
+	if late := tk.addFeatures([]schemas.Feature{row("e1", "fe", 10)}, -1, t0.Add(time.Second)); len(late) != 1 || tk.late != 1 {
 		t.Errorf("late = %v (count %d), want the window-10 row back", late, tk.late)
 	}
 }
@@ -70,12 +73,12 @@ func TestTicksCompleteWithoutSilentEngines(t *testing.T) {
 	both := func(end int64) []schemas.Feature { return []schemas.Feature{row("e0", "", end), row("e1", "", end)} }
 	// e2 never reports. Window 10 completes when a row two windows later
 	// arrives ...
-	tk.addFeatures(both(10), t0)
-	tk.addFeatures(both(20), t0)
+	tk.addFeatures(both(10), -1, t0)
+	tk.addFeatures(both(20), -1, t0)
 	if _, ok := tk.ready(t0); ok {
 		t.Fatal("window 10 ready with e2 missing and nothing two windows later")
 	}
-	tk.addFeatures(both(30), t0)
+	tk.addFeatures(both(30), -1, t0)
 	if end, ok := tk.ready(t0); !ok || end != 10*sec {
 		t.Fatalf("ready = %d, %v; want window 10 once window 30 arrived", end, ok)
 	}
@@ -90,7 +93,7 @@ func TestTicksCompleteWithoutSilentEngines(t *testing.T) {
 	tk.take(20 * sec)
 	tk.take(30 * sec)
 	// After expectTicks windows without it, e2 is no longer awaited.
-	tk.addFeatures(both(40), t0.Add(10*time.Second))
+	tk.addFeatures(both(40), -1, t0.Add(10*time.Second))
 	if end, ok := tk.ready(t0.Add(10 * time.Second)); !ok || end != 40*sec {
 		t.Fatalf("ready = %d, %v; want window 40 at once: e2 silent for %d windows", end, ok, expectTicks)
 	}
@@ -103,12 +106,58 @@ func TestTicksProfilesWaitAWindow(t *testing.T) {
 		return []schemas.Feature{row("e0", "", end), row("e1", "", end), row("e2", "", end)}
 	}
 	tk.addProfiles(10*sec, []schemas.Profile{{Engine: "e0", FittedAtUnixNano: 10 * sec}})
-	tk.addFeatures(all(10), t0)
+	tk.addFeatures(all(10), -1, t0)
 	if _, profs := tk.take(10 * sec); len(profs) != 0 {
 		t.Fatalf("a fit of window 10 used in window 10's solve: %v", profs)
 	}
-	tk.addFeatures(all(20), t0)
+	tk.addFeatures(all(20), -1, t0)
 	if _, profs := tk.take(20 * sec); len(profs) != 1 {
 		t.Fatalf("profiles at window 20: %v, want the fit as of 10", profs)
+	}
+}
+
+// TestTicksFollowPartitionProgress: with the signals partition of each
+// record known, a window waits for every partition that carries an
+// expected engine, however far ahead another partition's windows are (a
+// replay as fast as the brokers go), and completes without an engine as
+// soon as its partition has delivered a later window.
+func TestTicksFollowPartitionProgress(t *testing.T) {
+	tk := newTicks(tickFleet(t, "e0", "e1", "e2", "e3"), 2*time.Second)
+	t0 := time.Unix(1000, 0)
+	p0 := func(end int64) []schemas.Feature { return []schemas.Feature{row("e0", "", end), row("e1", "", end)} }
+	p1 := func(end int64, es ...string) []schemas.Feature {
+		var out []schemas.Feature
+		for _, e := range es {
+			out = append(out, row(e, "", end))
+		}
+		return out
+	}
+	tk.addFeatures(p0(10), 0, t0)
+	tk.addFeatures(p1(10, "e2", "e3"), 1, t0)
+	if end, ok := tk.ready(t0); !ok || end != 10*sec {
+		t.Fatalf("ready = %d, %v; want window 10 with every engine in", end, ok)
+	}
+	tk.take(10 * sec)
+	// Partition 0 races ahead by three windows; partition 1 lags.
+	for _, end := range []int64{20, 30, 40} {
+		tk.addFeatures(p0(end), 0, t0)
+	}
+	if end, ok := tk.ready(t0); ok {
+		t.Fatalf("window %d ready while partition 1 (e2, e3) has not delivered it", end/sec)
+	}
+	tk.addFeatures(p1(20, "e2", "e3"), 1, t0)
+	if end, ok := tk.ready(t0); !ok || end != 20*sec {
+		t.Fatalf("ready = %d, %v; want window 20 once partition 1 delivered it", end, ok)
+	}
+	tk.take(20 * sec)
+	// e2 goes silent: partition 1's window 30 has only e3. Window 30 waits
+	// until partition 1 shows a later window, then completes without e2.
+	tk.addFeatures(p1(30, "e3"), 1, t0)
+	if _, ok := tk.ready(t0); ok {
+		t.Fatal("window 30 ready before partition 1 moved past it")
+	}
+	tk.addFeatures(p1(40, "e3"), 1, t0)
+	if end, ok := tk.ready(t0); !ok || end != 30*sec {
+		t.Fatalf("ready = %d, %v; want window 30 once partition 1 delivered window 40", end, ok)
 	}
 }
