@@ -240,7 +240,7 @@ func featureRecord(topic string, p int32, rows []schemas.Feature) (*kgo.Record, 
 		// Keyed by signals partition: one partition's windows land on one
 		// features partition, in order, so a reader can tell that a
 		// partition has moved past a window (the optimizer's event clock).
-		Key: strconv.AppendInt(nil, int64(p), 10),
+		Key:   strconv.AppendInt(nil, int64(p), 10),
 		Value: value,
 		Headers: []kgo.RecordHeader{
 			{Key: schemas.HeaderSchema, Value: []byte(schemas.FeatureSchemaVersion)},
