@@ -148,16 +148,7 @@ func splitByRoute(answers []timedAnswer) (body, streamed loadCounts) {
 		if a.InBody {
 			lc = &body
 		}
-		lc.Sent++
-		lc.Codes[a.Code]++
-		switch a.Code {
-		case http.StatusOK:
-			lc.OK++
-		case http.StatusTooManyRequests:
-			lc.Shed++
-		default:
-			lc.Failed++
-		}
+		lc.add(a.Code)
 	}
 	return body, streamed
 }

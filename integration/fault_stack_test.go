@@ -331,21 +331,25 @@ func (l *load) countsSince(from time.Time) loadCounts {
 	}
 	lc.Sent = lc.Failed
 	for _, a := range l.answers {
-		if a.At.Before(from) {
-			continue
-		}
-		lc.Sent++
-		lc.Codes[a.Code]++
-		switch a.Code {
-		case http.StatusOK:
-			lc.OK++
-		case http.StatusTooManyRequests:
-			lc.Shed++
-		default:
-			lc.Failed++
+		if !a.At.Before(from) {
+			lc.add(a.Code)
 		}
 	}
 	return lc
+}
+
+// add counts one answer with HTTP status code (Codes must not be nil).
+func (lc *loadCounts) add(code int) {
+	lc.Sent++
+	lc.Codes[code]++
+	switch code {
+	case http.StatusOK:
+		lc.OK++
+	case http.StatusTooManyRequests:
+		lc.Shed++
+	default:
+		lc.Failed++
+	}
 }
 
 // answersSince returns a copy of the answers to requests sent at or

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -89,11 +88,7 @@ func TestSecurityKafkaTLSAndSCRAM(t *testing.T) {
 	brokers := secureKafka(t, p, p.serverTLS)
 	mtls := secureKafka(t, p, p.serverMTLS)
 	ok := secureKafkaConfig(brokers, p, "ok")
-	cases := []struct {
-		name   string
-		edit   func(c *kafka.ClientConfig)
-		accept bool
-	}{
+	checkAccess(t, ok, []accessCase[kafka.ClientConfig]{
 		{"scram-sha-256", func(*kafka.ClientConfig) {}, true},
 		{"scram-sha-512", func(c *kafka.ClientConfig) {
 			c.SASLMechanism, c.SASLUser, c.SASLPassword = kafka.SASLScramSHA512, kafkaUser512, kafkaPass512
@@ -108,25 +103,7 @@ func TestSecurityKafkaTLSAndSCRAM(t *testing.T) {
 		{"no-tls", func(c *kafka.ClientConfig) { c.TLSCAFile = "" }, false},
 		{"wrong-ca", func(c *kafka.ClientConfig) { c.TLSCAFile = p.otherCAFile }, false},
 		{"mtls-without-client-cert", func(c *kafka.ClientConfig) { c.Brokers = mtls }, false},
-	}
-	var wg sync.WaitGroup
-	errs := make([]error, len(cases))
-	for i, tc := range cases {
-		cfg := ok
-		tc.edit(&cfg)
-		wg.Go(func() { errs[i] = kafkaReachable(cfg) })
-	}
-	wg.Wait()
-	for i, tc := range cases {
-		switch {
-		case tc.accept && errs[i] != nil:
-			t.Errorf("%s: refused: %v", tc.name, errs[i])
-		case !tc.accept && errs[i] == nil:
-			t.Errorf("%s: accepted; it must be refused", tc.name)
-		default:
-			t.Logf("%s: accepted=%v (%v)", tc.name, tc.accept, errs[i])
-		}
-	}
+	}, kafkaReachable)
 }
 
 // TestSecurityKafkaServicesOverTLS runs every Kafka client ilb has over a

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -102,11 +101,7 @@ func TestSecurityNATSTLSAndNKeys(t *testing.T) {
 	url := secureNATS(t, p, map[string]nkeyUser{"optimizer": opt})
 	ok := secureNATSConfig(url, p, opt, "test")
 	ok.RetryOnFailedConnect = false
-	cases := []struct {
-		name   string
-		edit   func(c *kv.Config)
-		accept bool
-	}{
+	checkAccess(t, ok, []accessCase[kv.Config]{
 		{"tls-client-cert-nkey", func(*kv.Config) {}, true},
 		{"unknown-nkey", func(c *kv.Config) { c.NKeyFile = stranger.seedFile }, false},
 		{"no-nkey", func(c *kv.Config) { c.NKeyFile = "" }, false},
@@ -116,31 +111,13 @@ func TestSecurityNATSTLSAndNKeys(t *testing.T) {
 			c.URL = "nats" + c.URL[len("tls"):]
 			c.TLSCAFile, c.TLSCertFile, c.TLSKeyFile = "", "", ""
 		}, false},
-	}
-	var wg sync.WaitGroup
-	errs := make([]error, len(cases))
-	for i, tc := range cases {
-		cfg := ok
-		tc.edit(&cfg)
-		wg.Go(func() {
-			nc, _, err := kv.Connect(t.Context(), cfg)
-			if err == nil {
-				nc.Close()
-			}
-			errs[i] = err
-		})
-	}
-	wg.Wait()
-	for i, tc := range cases {
-		switch {
-		case tc.accept && errs[i] != nil:
-			t.Errorf("%s: refused: %v", tc.name, errs[i])
-		case !tc.accept && errs[i] == nil:
-			t.Errorf("%s: accepted; it must be refused", tc.name)
-		default:
-			t.Logf("%s: accepted=%v (%v)", tc.name, tc.accept, errs[i])
+	}, func(cfg kv.Config) error {
+		nc, _, err := kv.Connect(t.Context(), cfg)
+		if err == nil {
+			nc.Close()
 		}
-	}
+		return err
+	})
 }
 
 // TestSecurityNATSServicesWithPermissions runs the real optimizer and data

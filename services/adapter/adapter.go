@@ -13,12 +13,11 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/ilb-router/ilb/schemas"
+	"github.com/ilb-router/ilb/services/internal/run"
 	"github.com/ilb-router/ilb/streams/kafka"
 )
 
@@ -137,22 +136,13 @@ func New(cfg Config) (*Adapter, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	a := &Adapter{cfg: cfg, log: cfg.Logger, client: cfg.HTTPClient}
-	if a.log == nil {
-		a.log = slog.New(slog.DiscardHandler)
-	}
+	d := run.Deps{Logger: cfg.Logger, Meter: cfg.MeterProvider, Tracer: cfg.TracerProvider}.WithDefaults()
+	a := &Adapter{cfg: cfg, log: d.Logger, client: cfg.HTTPClient, tracer: d.Tracer.Tracer(scopeName)}
 	if a.client == nil {
 		a.client = &http.Client{Timeout: cfg.ScrapeTimeout}
 	}
-	if cfg.MeterProvider == nil {
-		cfg.MeterProvider = noop.NewMeterProvider()
-	}
-	if cfg.TracerProvider == nil {
-		cfg.TracerProvider = tracenoop.NewTracerProvider()
-	}
-	a.tracer = cfg.TracerProvider.Tracer(scopeName)
 	var err error
-	if a.metrics, err = newMetrics(cfg.MeterProvider, cfg.Targets); err != nil {
+	if a.metrics, err = newMetrics(d.Meter, cfg.Targets); err != nil {
 		return nil, err
 	}
 	if len(cfg.Kafka.Brokers) > 0 {

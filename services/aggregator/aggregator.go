@@ -3,7 +3,6 @@ package aggregator
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -12,12 +11,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
-	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/ilb-router/ilb/schemas"
 	"github.com/ilb-router/ilb/services/internal/run"
@@ -94,30 +90,10 @@ func New(cfg Config, deps Deps) (*Aggregator, error) {
 }
 
 func (a *Aggregator) setDefaults() {
-	a.log = a.deps.Logger
-	if a.log == nil {
-		a.log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	a.now = a.deps.Now
-	if a.now == nil {
-		a.now = time.Now
-	}
-	if a.deps.Meter == nil {
-		a.deps.Meter = metricnoop.NewMeterProvider()
-	}
-	tp := a.deps.Tracer
-	if tp == nil {
-		tp = tracenoop.NewTracerProvider()
-	}
-	a.tracer = tp.Tracer(instrumentationLib)
-	a.prop = a.deps.Propagator
-	if a.prop == nil {
-		a.prop = otel.GetTextMapPropagator()
-	}
-	a.health = a.deps.Health
-	if a.health == nil {
-		a.health = run.NewHealth()
-	}
+	d := run.Deps{Logger: a.deps.Logger, Meter: a.deps.Meter, Tracer: a.deps.Tracer,
+		Propagator: a.deps.Propagator, Health: a.deps.Health, Now: a.deps.Now}.WithDefaults()
+	a.log, a.now, a.prop, a.health, a.deps.Meter = d.Logger, d.Now, d.Propagator, d.Health, d.Meter
+	a.tracer = d.Tracer.Tracer(instrumentationLib)
 }
 
 // Handler serves /healthz, /metrics (when Deps.Metrics is set),

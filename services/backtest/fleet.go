@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/ilb-router/ilb/schemas"
+	"github.com/ilb-router/ilb/services/internal/fleetmodel"
 	"github.com/ilb-router/ilb/solver/engine"
 )
 
@@ -68,24 +69,15 @@ func newFleetInfo(f *schemas.Fleet) (*fleetInfo, error) {
 	return fi, nil
 }
 
-// EngineParams returns the engine model parameters of fleet engine fe, as
-// the engine simulator builds them: the fleet's numbers, zero ones taken
-// from engine.DefaultParams of fe's SKU, and KV admission on (a request
-// waits while the KV memory reserved by running ones would not hold it).
+// EngineParams returns the engine model parameters of fleet engine fe,
+// as the engine simulator builds them (fleetmodel.Params): the fleet's
+// numbers, zero ones taken from engine.DefaultParams of fe's SKU, and KV
+// admission on (a request waits while the KV memory reserved by running
+// ones would not hold it).
 func EngineParams(f *schemas.Fleet, fe schemas.FleetEngine) (engine.Params, error) {
-	p := engine.Params{
-		PrefillTokensPerS: fe.PrefillTokensPerS,
-		DecodeBaseMs:      fe.DecodeStepMs.Base,
-		DecodePerSeqMs:    fe.DecodeStepMs.PerSeq,
-		MaxBatch:          fe.MaxBatch,
-		KVCacheTokens:     fe.KVCacheTokens,
-		BlockTokens:       f.BlockTokens,
-		Replicas:          fe.Replicas,
-		KVAdmission:       true,
-	}
-	p, _ = p.WithDefaults(fe.SKU)
-	if err := p.Validate(); err != nil {
-		return engine.Params{}, fmt.Errorf("backtest: engine %q: %w", fe.Name, err)
+	p, err := fleetmodel.Params(f, fe)
+	if err != nil {
+		return engine.Params{}, fmt.Errorf("backtest: %w", err)
 	}
 	return p, nil
 }

@@ -2,7 +2,6 @@ package dataplane
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -14,12 +13,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
-	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/ilb-router/ilb/services/internal/run"
 	"github.com/ilb-router/ilb/streams/kafka"
@@ -105,33 +101,13 @@ func New(cfg Config, deps Deps) (*DataPlane, error) {
 }
 
 func (d *DataPlane) setDefaults() {
-	d.log = d.deps.Logger
-	if d.log == nil {
-		d.log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	d.now = d.deps.Now
-	if d.now == nil {
-		d.now = time.Now
-	}
+	dd := run.Deps{Logger: d.deps.Logger, Meter: d.deps.Meter, Tracer: d.deps.Tracer,
+		Propagator: d.deps.Propagator, Health: d.deps.Health, Now: d.deps.Now}.WithDefaults()
+	d.log, d.now, d.prop, d.health, d.deps.Meter = dd.Logger, dd.Now, dd.Propagator, dd.Health, dd.Meter
+	d.tracer = dd.Tracer.Tracer(instrumentationLib)
 	d.rand = d.deps.Rand
 	if d.rand == nil {
 		d.rand = rand.Float64
-	}
-	if d.deps.Meter == nil {
-		d.deps.Meter = metricnoop.NewMeterProvider()
-	}
-	tp := d.deps.Tracer
-	if tp == nil {
-		tp = tracenoop.NewTracerProvider()
-	}
-	d.tracer = tp.Tracer(instrumentationLib)
-	d.prop = d.deps.Propagator
-	if d.prop == nil {
-		d.prop = otel.GetTextMapPropagator()
-	}
-	d.health = d.deps.Health
-	if d.health == nil {
-		d.health = run.NewHealth()
 	}
 	rt := d.deps.Transport
 	if rt == nil {

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ilb-router/ilb/schemas"
+	"github.com/ilb-router/ilb/services/internal/fleetmodel"
 	"github.com/ilb-router/ilb/solver/engine"
 	"github.com/ilb-router/ilb/streams/kafka"
 )
@@ -178,28 +179,13 @@ func checkEngineName(name string) error {
 	return nil
 }
 
-// Params returns the engine model parameters of fleet engine fe: the
-// fleet's numbers, with zero ones taken from engine.DefaultParams of fe's
-// SKU. KV admission is on, as in vLLM: a request waits while the KV
-// memory reserved by the running ones would not hold it.
+// Params returns the engine model parameters of fleet engine fe
+// (fleetmodel.Params): the fleet's numbers, with zero ones taken from
+// engine.DefaultParams of fe's SKU, and KV admission on.
 func Params(f *schemas.Fleet, fe schemas.FleetEngine) (engine.Params, error) {
-	p := engine.Params{
-		PrefillTokensPerS: fe.PrefillTokensPerS,
-		DecodeBaseMs:      fe.DecodeStepMs.Base,
-		DecodePerSeqMs:    fe.DecodeStepMs.PerSeq,
-		MaxBatch:          fe.MaxBatch,
-		KVCacheTokens:     fe.KVCacheTokens,
-		BlockTokens:       f.BlockTokens,
-		Replicas:          fe.Replicas,
-		KVAdmission:       true,
-	}
-	p, known := p.WithDefaults(fe.SKU)
-	if err := p.Validate(); err != nil {
-		hint := ""
-		if !known {
-			hint = fmt.Sprintf(" (sku %q has no defaults; give every number)", fe.SKU)
-		}
-		return engine.Params{}, fmt.Errorf("enginesim: engine %q: %w%s", fe.Name, err, hint)
+	p, err := fleetmodel.Params(f, fe)
+	if err != nil {
+		return engine.Params{}, fmt.Errorf("enginesim: %w", err)
 	}
 	return p, nil
 }

@@ -11,10 +11,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/ilb-router/ilb/schemas"
 	"github.com/ilb-router/ilb/services/internal/run"
@@ -107,23 +105,10 @@ func New(cfg Config, deps Deps) (*Optimizer, error) {
 }
 
 func (o *Optimizer) setDefaults() {
-	if o.log == nil {
-		o.log = slog.New(slog.DiscardHandler)
-	}
-	if o.now == nil {
-		o.now = time.Now
-	}
-	if o.prop == nil {
-		o.prop = otel.GetTextMapPropagator()
-	}
-	tp := o.deps.Tracer
-	if tp == nil {
-		tp = noop.NewTracerProvider()
-	}
-	o.tracer = tp.Tracer("github.com/ilb-router/ilb/services/optimizer")
-	if o.health == nil {
-		o.health = run.NewHealth()
-	}
+	d := run.Deps{Logger: o.deps.Logger, Meter: o.deps.Meter, Tracer: o.deps.Tracer,
+		Propagator: o.deps.Propagator, Health: o.deps.Health, Now: o.deps.Now}.WithDefaults()
+	o.log, o.now, o.prop, o.health, o.deps.Meter = d.Logger, d.Now, d.Propagator, d.Health, d.Meter
+	o.tracer = d.Tracer.Tracer("github.com/ilb-router/ilb/services/optimizer")
 }
 
 // State returns what the optimizer last did. Safe for concurrent use.
