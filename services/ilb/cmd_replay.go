@@ -15,8 +15,7 @@ timestamp and partition, paced by the original gaps divided by --speed
 replayed stream drives the aggregator and optimizer as the live one did:
 with their event clocks (the default), into fresh brokers, the optimizer
 publishes the live run's weights window for window (compare with
-ilb weights history, column INPUTS_AS_OF). Pace it so the services keep
-up (--speed 4 is safe on a laptop); 0 works for the aggregator alone.
+ilb weights history, column INPUTS_AS_OF), at any --speed.
 A FILE.partial left by a killed recorder is replayed up to its last
 complete batch.`
 
