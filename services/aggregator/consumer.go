@@ -139,7 +139,7 @@ func (a *Aggregator) handle(ctx context.Context, cl *kgo.Client, recs []*kgo.Rec
 		a.log.Warn("aggregator: windows", "err", err)
 	}
 	if a.cfg.Clock == ClockEvent {
-		a.fitDueLocked(ctx)
+		a.fitDueLocked(ctx, now)
 	}
 	res.pubErr = a.publishLocked(ctx, cl)
 	a.backpressureLocked(cl)

@@ -52,9 +52,9 @@ func (a *Aggregator) profileLoop(ctx context.Context, cl *kgo.Client) error {
 // windows ending by then, and queues each resulting profiles record with
 // the features, so it is published, and offsets committed, with them. A
 // Refit request fits at once on every window emitted.
-func (a *Aggregator) fitDueLocked(ctx context.Context) {
+func (a *Aggregator) fitDueLocked(ctx context.Context, now time.Time) {
 	var at []int64
-	if reached, ok := a.emittedLocked(); ok {
+	if reached, ok := a.emittedLocked(now); ok {
 		step := int64(a.cfg.ProfileInterval)
 		if first := a.hist.earliest(); a.nextFit == 0 && first > 0 {
 			a.nextFit = (first + step - 1) / step * step
@@ -92,11 +92,13 @@ func (a *Aggregator) fitDueLocked(ctx context.Context) {
 
 // emittedLocked returns the window end that every owned partition which
 // has applied events has emitted up to; false while one of them has
-// emitted nothing.
-func (a *Aggregator) emittedLocked() (int64, bool) {
+// emitted nothing. A partition that has received nothing for IdleTimeout
+// (wall time: every engine keyed to it went silent) does not hold the
+// refits back.
+func (a *Aggregator) emittedLocked(now time.Time) (int64, bool) {
 	var low int64
 	for p, ps := range a.core.parts {
-		if ps.maxEventNs == 0 {
+		if ps.maxEventNs == 0 || now.Sub(ps.lastArrival) >= a.cfg.IdleTimeout {
 			continue
 		}
 		e, ok := a.emitted[p]

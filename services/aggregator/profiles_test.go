@@ -3,6 +3,7 @@ package aggregator
 import (
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -225,5 +226,64 @@ func TestProfilesPublished(t *testing.T) {
 	r.a.cnt.mu.Unlock()
 	if n != 1 {
 		t.Errorf("refused counter %d, want 1", n)
+	}
+}
+
+// TestEventClockRefitsAtBoundaries: with the event clock, the refit at
+// each multiple of ProfileInterval happens once every partition with
+// events has emitted windows up to it, is stamped with it (fitted_at and
+// the ilb-as-of header), and sees only the windows ending by then. A
+// partition whose engines all went silent holds the refits back only
+// until it has been idle for IdleTimeout.
+func TestEventClockRefitsAtBoundaries(t *testing.T) {
+	addrs := streamstest.Kafka(t)
+	want := regress.Profile{CapacityRPS: 120, TTFTBaseMs: 100, TTFTQueueMs: 40, TBOTBaseMs: 20, TBOTSlopeMs: 10}
+	var recs []*kgo.Record
+	for k := range 24 { // engine fit on partition 0: 24 one-second windows
+		load := 10 + 8*(k%12)
+		for i := range load {
+			ts := float64(k) + float64(i)/float64(load)
+			recs = append(recs, signal(t, 0, completion("fit", "", at(ts), want.TTFTMs(float64(load)), want.TBOTMs(float64(load)))))
+		}
+	}
+	// Engine quiet on partition 1 reports for 3 s, then goes silent.
+	for k := range 3 {
+		recs = append(recs, signal(t, 1, completion("quiet", "", at(float64(k)+0.5), 200, 20)))
+	}
+	producer(t, addrs)(recs...)
+
+	clock := &testClock{now: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+	cfg := testConfig(addrs, "g-event-fit")
+	cfg.Regress.MinSamples = 8
+	cfg.ProfileInterval = 12 * time.Second
+	cfg.IdleTimeout = time.Minute
+	r := start(t, cfg, Deps{Now: clock.Now})
+	profiles := readTopic(t, addrs, TopicProfiles)
+	waitFor(t, 20*time.Second, "every record", func() bool { return caughtUp(r.a, ends(recs)) })
+	time.Sleep(200 * time.Millisecond) // a few polls: nothing may be fitted while partition 1 lags
+	if n := r.a.cnt.profilesPublished.Load(); n != 0 {
+		t.Fatalf("%d profiles records while partition 1 has emitted only its first windows", n)
+	}
+	// Partition 1 idle for IdleTimeout, partition 0 still receiving.
+	clock.Advance(cfg.IdleTimeout)
+	producer(t, addrs)(signal(t, 0, completion("fit", "", at(24.5), want.TTFTMs(10), want.TBOTMs(10))))
+	msgs := profiles.waitN(t, 1, 20*time.Second)
+	boundary := (at(0)/int64(cfg.ProfileInterval) + 1) * int64(cfg.ProfileInterval)
+	if got := header(msgs[0], schemas.HeaderAsOf); got != strconv.FormatInt(boundary, 10) {
+		t.Fatalf("first profiles record as of %s, want the first boundary %d", got, boundary)
+	}
+	batches, _, err := arrowipc.DecodeStream(msgs[0].Value, memory.DefaultAllocator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer arrowipc.Release(batches)
+	rows, err := schemas.ProfilesFromRecord(batches[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fit saw only the windows ending by the boundary.
+	wantSamples := uint64((boundary - at(0)) / int64(time.Second))
+	if len(rows) != 1 || rows[0].Engine != "fit" || rows[0].FittedAtUnixNano != boundary || rows[0].Samples != wantSamples {
+		t.Fatalf("profiles %+v, want engine fit fitted at %d on %d windows", rows, boundary, wantSamples)
 	}
 }
