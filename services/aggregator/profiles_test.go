@@ -3,8 +3,8 @@ package aggregator
 import (
 	"math"
 	"math/rand/v2"
-	"strconv"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
