@@ -36,6 +36,12 @@ const (
 	// record's key is the partition, so one partition's windows arrive in
 	// order.
 	HeaderWindow = "ilb-window"
+	// HeaderProfilesAsOf on an ilb.features record is the as-of time
+	// (unix ns, decimal) of the latest profiles record the aggregator had
+	// published on ilb.profiles when it emitted the record, or queued with
+	// it. A reader that needs every fit up to some time knows from it which
+	// one to wait for.
+	HeaderProfilesAsOf = "ilb-profiles-as-of"
 )
 
 // Values of HeaderSchema and of the Arrow schema metadata key

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -62,6 +63,9 @@ type core struct {
 	rows   []schemas.Feature
 	cnt    *counters
 	emits  int // windows emitted since the last commit
+	// profilesAsOf is the as-of time of the latest profiles record queued
+	// (event clock); features records carry it (schemas.HeaderProfilesAsOf).
+	profilesAsOf int64
 }
 
 func newCore(cfg Config, s sink, cnt *counters) *core {
@@ -216,6 +220,9 @@ func (c *core) emit(p int32, rows []schemas.Feature) (int, error) {
 		if err != nil {
 			return n, err
 		}
+		if c.profilesAsOf > 0 {
+			setProfilesAsOf(rec, c.profilesAsOf)
+		}
 		c.outbox = append(c.outbox, rec)
 		if c.sink != nil {
 			c.sink.window(p, w)
@@ -262,3 +269,52 @@ func (c *core) countWindowStats(ps *partition) {
 // drop forgets partition p (revoked or lost): its open windows are
 // rebuilt by the next owner from the committed offset.
 func (c *core) drop(p int32) { delete(c.parts, p) }
+
+// setProfilesAsOf sets rec's schemas.HeaderProfilesAsOf to asOf unless it
+// already names a later one.
+func setProfilesAsOf(rec *kgo.Record, asOf int64) {
+	v := strconv.AppendInt(nil, asOf, 10)
+	for i, h := range rec.Headers {
+		if h.Key == schemas.HeaderProfilesAsOf {
+			if old, err := strconv.ParseInt(string(h.Value), 10, 64); err != nil || old < asOf {
+				rec.Headers[i].Value = v
+			}
+			return
+		}
+	}
+	rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: schemas.HeaderProfilesAsOf, Value: v})
+}
+
+// announceProfiles records that a profiles record as of asOf is queued:
+// every features record still waiting in the outbox for a window ending
+// after asOf, and every one emitted from now on, says so. A reader then
+// learns of the fit no later than from the first window after it of the
+// partition whose windows the fit waited for.
+func (c *core) announceProfiles(asOf int64) {
+	c.profilesAsOf = max(c.profilesAsOf, asOf)
+	for _, rec := range c.outbox {
+		if rec.Topic != c.cfg.FeaturesTopic {
+			continue
+		}
+		if end, ok := windowEnd(rec); ok && end > asOf {
+			setProfilesAsOf(rec, asOf)
+		}
+	}
+}
+
+// windowEnd reads the window end from a features record's
+// schemas.HeaderWindow ("PARTITION/START/END").
+func windowEnd(rec *kgo.Record) (int64, bool) {
+	for _, h := range rec.Headers {
+		if h.Key != schemas.HeaderWindow {
+			continue
+		}
+		i := strings.LastIndexByte(string(h.Value), '/')
+		if i < 0 {
+			return 0, false
+		}
+		end, err := strconv.ParseInt(string(h.Value[i+1:]), 10, 64)
+		return end, err == nil
+	}
+	return 0, false
+}

@@ -84,6 +84,7 @@ func (a *Aggregator) fitDueLocked(ctx context.Context, now time.Time) {
 		if rec != nil {
 			rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: schemas.HeaderAsOf, Value: strconv.AppendInt(nil, t, 10)})
 			a.core.outbox = append(a.core.outbox, rec)
+			a.core.announceProfiles(t)
 			a.pending = false
 		}
 		span.End()

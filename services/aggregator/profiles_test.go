@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -285,5 +286,45 @@ func TestEventClockRefitsAtBoundaries(t *testing.T) {
 	wantSamples := uint64((boundary - at(0)) / int64(time.Second))
 	if len(rows) != 1 || rows[0].Engine != "fit" || rows[0].FittedAtUnixNano != boundary || rows[0].Samples != wantSamples {
 		t.Fatalf("profiles %+v, want engine fit fitted at %d on %d windows", rows, boundary, wantSamples)
+	}
+	// No features record of a window up to the boundary announces a fit
+	// (which records do is TestAnnounceProfiles).
+	waitFor(t, 20*time.Second, "the rest published", func() bool { return published(r.a) })
+	for _, m := range readTopic(t, addrs, schemas.TopicFeatures).readToEnd(t, schemas.TopicFeatures, 20*time.Second) {
+		id := header(m, HeaderWindow)
+		end, _ := strconv.ParseInt(id[strings.LastIndexByte(id, '/')+1:], 10, 64)
+		if got := header(m, schemas.HeaderProfilesAsOf); end <= boundary && got != "" {
+			t.Errorf("window %s announces profiles as of %s, before any fit", id, got)
+		}
+	}
+}
+
+// TestAnnounceProfiles: once a profiles record as of T is queued, every
+// features record still in the outbox for a window ending after T, and
+// every one emitted later, carries ilb-profiles-as-of T (never lowered);
+// records of windows up to T do not.
+func TestAnnounceProfiles(t *testing.T) {
+	c := newCore(testConfig([]string{"127.0.0.1:1"}, "g"), nil, newCounters())
+	rows := func(end int64) []schemas.Feature {
+		return []schemas.Feature{{Engine: "e", WindowStartUnixNano: end - int64(time.Second), WindowEndUnixNano: end, Healthy: true}}
+	}
+	for _, end := range []int64{at(10), at(20), at(30)} {
+		if _, err := c.emit(0, rows(end)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.announceProfiles(at(15))
+	c.announceProfiles(at(12)) // an older one changes nothing
+	if _, err := c.emit(1, rows(at(40))); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"", strconv.FormatInt(at(15), 10), strconv.FormatInt(at(15), 10), strconv.FormatInt(at(15), 10)}
+	if len(c.outbox) != len(want) {
+		t.Fatalf("%d records in the outbox, want %d", len(c.outbox), len(want))
+	}
+	for i, rec := range c.outbox {
+		if got := header(rec, schemas.HeaderProfilesAsOf); got != want[i] {
+			t.Errorf("record %d (%s): ilb-profiles-as-of %q, want %q", i, header(rec, HeaderWindow), got, want[i])
+		}
 	}
 }

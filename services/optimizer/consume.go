@@ -80,11 +80,20 @@ func (o *Optimizer) handleRecord(ctx context.Context, r *kgo.Record, decode func
 		}
 		o.met.inputsRejected(ctx, reason, 1)
 		o.log.Warn("optimizer: record skipped", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
+		if v := headerInt(r, schemas.HeaderAsOf); v > 0 && r.Topic == o.cfg.ProfilesTopic {
+			// The event clock must not wait for a fit that did arrive,
+			// unreadable: it goes on without it.
+			select {
+			case o.inbox <- input{asOf: v}:
+			case <-ctx.Done():
+				return false
+			}
+		}
 		return true
 	}
 	span := trace.SpanContextFromContext(kafka.ExtractTrace(ctx, o.prop, r))
 	select {
-	case o.inbox <- input{features: fs, profiles: ps, asOf: asOf(r, ps), src: sourcePartition(r), span: span}:
+	case o.inbox <- input{features: fs, profiles: ps, asOf: asOf(r, ps), src: sourcePartition(r), profAsOf: headerInt(r, schemas.HeaderProfilesAsOf), span: span}:
 		return true
 	case <-ctx.Done():
 		return false
@@ -130,12 +139,8 @@ func decodeTable[T any](r *kgo.Record, version string, rows func(arrow.RecordBat
 // schemas.HeaderAsOf header (aggregators on the event clock set it), else
 // the latest fitted_at of its rows.
 func asOf(r *kgo.Record, rows []schemas.Profile) int64 {
-	for _, h := range r.Headers {
-		if h.Key == schemas.HeaderAsOf {
-			if v, err := strconv.ParseInt(string(h.Value), 10, 64); err == nil && v > 0 {
-				return v
-			}
-		}
+	if v := headerInt(r, schemas.HeaderAsOf); v > 0 {
+		return v
 	}
 	var t int64
 	for _, p := range rows {
@@ -157,4 +162,17 @@ func sourcePartition(r *kgo.Record) int32 {
 		}
 	}
 	return -1
+}
+
+// headerInt is r's header key as a positive decimal integer; 0 when it is
+// missing or not one.
+func headerInt(r *kgo.Record, key string) int64 {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			if v, err := strconv.ParseInt(string(h.Value), 10, 64); err == nil && v > 0 {
+				return v
+			}
+		}
+	}
+	return 0
 }

@@ -125,6 +125,7 @@ func (o *Optimizer) stepEvent(ctx context.Context) time.Time {
 func (o *Optimizer) apply(in input) {
 	changed := false
 	if o.cfg.Clock == ClockEvent {
+		o.ticks.announced = max(o.ticks.announced, in.profAsOf)
 		if late := o.ticks.addFeatures(o.admit(in.features), in.src, o.now()); len(late) > 0 {
 			o.in.addFeatures(late)
 			o.met.lateRows.Add(context.Background(), int64(len(late)))

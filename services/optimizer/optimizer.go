@@ -70,6 +70,7 @@ type input struct {
 	profiles []schemas.Profile
 	asOf     int64 // profiles: event time of the windows the fit saw
 	src      int32 // features: signals partition of the rows (schemas.HeaderWindow); -1 unknown
+	profAsOf int64 // features: latest profiles record the aggregator had queued (schemas.HeaderProfilesAsOf)
 	span     trace.SpanContext
 }
 

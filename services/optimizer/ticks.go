@@ -27,7 +27,10 @@ import (
 //     set the header), a row of a window ending two window lengths after
 //     T arrived;
 //
-// or else when wait (wall time) has passed since T's first row arrived.
+// and, when the records announce fitted profiles
+// (schemas.HeaderProfilesAsOf), once every fit as of T minus a window
+// length or earlier has arrived on the profiles topic; or else when wait
+// (wall time) has passed since T's first row arrived.
 // Only the wait depends on timing: it fires when every engine of a
 // partition stops reporting (or a partition lags by more than wait), and
 // a replay then sees the same rows unless a row was more than wait late
@@ -43,6 +46,10 @@ type ticks struct {
 	solved    int                 // windows solved
 	last      int64               // end of the last solved window; 0: none
 	late      uint64              // rows that arrived after their window was solved
+	// announced is the latest profiles as-of the features records named
+	// (schemas.HeaderProfilesAsOf); received the latest as-of of the
+	// profiles records that arrived. Profiles come in order on their topic.
+	announced, received int64
 }
 
 // expectTicks is how many solved windows an engine stays awaited after its
@@ -91,6 +98,7 @@ func (t *ticks) addFeatures(rows []schemas.Feature, src int32, now time.Time) (l
 }
 
 func (t *ticks) addProfiles(asOf int64, rows []schemas.Profile) {
+	t.received = max(t.received, asOf)
 	if len(rows) > 0 {
 		t.profiles = append(t.profiles, pendingProfiles{asOf: asOf, rows: rows})
 	}
@@ -137,6 +145,12 @@ func (t *ticks) ready(now time.Time) (int64, bool) {
 			// partition arrives first), so only the wait settles it.
 			return 0, false
 		}
+	}
+	// Every fit as of end − length or before must be in: the latest one
+	// the records announced, or (if that is later) any record past it,
+	// since the profiles topic is in order.
+	if need := min(t.announced, end-length+1); t.received < need {
+		return 0, false
 	}
 	return end, true
 }

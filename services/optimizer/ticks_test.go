@@ -114,6 +114,26 @@ func TestTicksProfilesWaitAWindow(t *testing.T) {
 	if _, profs := tk.take(20 * sec); len(profs) != 1 {
 		t.Fatalf("profiles at window 20: %v, want the fit as of 10", profs)
 	}
+	// The records announce a fit as of 20 that has not arrived: window 30,
+	// which must use it, waits for it (not for one as of 30, which it may
+	// not use anyway).
+	tk.announced = 30 * sec
+	tk.addFeatures(all(30), -1, t0)
+	if _, ok := tk.ready(t0); ok {
+		t.Fatal("window 30 ready before the announced fit as of 20 arrived")
+	}
+	tk.addProfiles(20*sec, []schemas.Profile{{Engine: "e0", FittedAtUnixNano: 20 * sec}})
+	if end, ok := tk.ready(t0); ok {
+		t.Fatalf("window %d ready: the fit as of 20 is in, but one as of 30 was announced and nothing past 20 has arrived", end/sec)
+	}
+	tk.addProfiles(30*sec, []schemas.Profile{{Engine: "e0", FittedAtUnixNano: 30 * sec}})
+	end, ok := tk.ready(t0)
+	if !ok || end != 30*sec {
+		t.Fatalf("ready = %d, %v; want window 30 once the profiles topic is past 20", end, ok)
+	}
+	if _, profs := tk.take(end); len(profs) != 1 || profs[0].FittedAtUnixNano != 20*sec {
+		t.Fatalf("window 30 used %v, want only the fit as of 20", profs)
+	}
 }
 
 // TestTicksFollowPartitionProgress: with the signals partition of each
