@@ -177,15 +177,7 @@ func TestProfilesPublished(t *testing.T) {
 	if string(msgs[0].Key) != ProfilesKey || header(msgs[0], schemas.HeaderSchema) != schemas.ProfileSchemaVersion {
 		t.Errorf("profiles record key %q, headers %v", msgs[0].Key, msgs[0].Headers)
 	}
-	batches, _, err := arrowipc.DecodeStream(msgs[0].Value, memory.DefaultAllocator)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer arrowipc.Release(batches)
-	rows, err := schemas.ProfilesFromRecord(batches[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	rows := profileRows(t, msgs[0])
 	if len(rows) != 1 || rows[0].Engine != "fit" || rows[0].Samples != 12 {
 		t.Fatalf("profiles %+v, want only engine fit from 12 windows", rows)
 	}
@@ -273,15 +265,7 @@ func TestEventClockRefitsAtBoundaries(t *testing.T) {
 	if got := header(msgs[0], schemas.HeaderAsOf); got != strconv.FormatInt(boundary, 10) {
 		t.Fatalf("first profiles record as of %s, want the first boundary %d", got, boundary)
 	}
-	batches, _, err := arrowipc.DecodeStream(msgs[0].Value, memory.DefaultAllocator)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer arrowipc.Release(batches)
-	rows, err := schemas.ProfilesFromRecord(batches[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	rows := profileRows(t, msgs[0])
 	// The fit saw only the windows ending by the boundary.
 	wantSamples := uint64((boundary - at(0)) / int64(time.Second))
 	if len(rows) != 1 || rows[0].Engine != "fit" || rows[0].FittedAtUnixNano != boundary || rows[0].Samples != wantSamples {
@@ -327,4 +311,19 @@ func TestAnnounceProfiles(t *testing.T) {
 			t.Errorf("record %d (%s): ilb-profiles-as-of %q, want %q", i, header(rec, HeaderWindow), got, want[i])
 		}
 	}
+}
+
+// profileRows decodes the profile table of an ilb.profiles record.
+func profileRows(t *testing.T, m *kgo.Record) []schemas.Profile {
+	t.Helper()
+	batches, _, err := arrowipc.DecodeStream(m.Value, memory.DefaultAllocator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer arrowipc.Release(batches)
+	rows, err := schemas.ProfilesFromRecord(batches[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows
 }
