@@ -174,17 +174,7 @@ func TestRetryGoesToNextChoice(t *testing.T) {
 // plus MinPerSecond × Window.
 func TestRetryBudgetHoldsUnderFailureStorm(t *testing.T) {
 	deps, tel := withTelemetry(t)
-	var es []*engineStub
-	for _, n := range []string{"eng-a", "eng-b", "eng-c"} {
-		e := newEngine(t, n)
-		e.code.Store(500)
-		es = append(es, e)
-	}
-	cfg := testConfig("fe-a")
-	cfg.EngineURLs = engineURLs(es...)
-	cfg.Retry.MinPerSecond = 1 // reserve 1/s × 10 s = 10 retries
-	d := newDP(t, cfg, deps)
-	mustSet(t, d, snap("fe-a", 1, map[string]float64{"eng-a": 0.4, "eng-b": 0.3, "eng-c": 0.3}))
+	d, es := allFailing(t, deps)
 	h := d.Handler()
 	const requests = 400
 	for i := range requests {
@@ -386,4 +376,22 @@ func FuzzChatRequest(f *testing.F) {
 		}
 		decodeJSON[errorBody](t, rec)
 	})
+}
+
+// allFailing is a data plane for fe-a over three engines that all answer
+// 500, with a retry budget reserve of 1/s × 10 s = 10 retries.
+func allFailing(t *testing.T, deps Deps) (*DataPlane, []*engineStub) {
+	t.Helper()
+	var es []*engineStub
+	for _, n := range []string{"eng-a", "eng-b", "eng-c"} {
+		e := newEngine(t, n)
+		e.code.Store(500)
+		es = append(es, e)
+	}
+	cfg := testConfig("fe-a")
+	cfg.EngineURLs = engineURLs(es...)
+	cfg.Retry.MinPerSecond = 1
+	d := newDP(t, cfg, deps)
+	mustSet(t, d, snap("fe-a", 1, map[string]float64{"eng-a": 0.4, "eng-b": 0.3, "eng-c": 0.3}))
+	return d, es
 }

@@ -95,17 +95,7 @@ func TestHeaderRoutedRequestRetried(t *testing.T) {
 // allows, 20% of requests plus MinPerSecond × Window, as body-routed
 // ones do.
 func TestHeaderRoutedRetriesStayInBudget(t *testing.T) {
-	var es []*engineStub
-	for _, n := range []string{"eng-a", "eng-b", "eng-c"} {
-		e := newEngine(t, n)
-		e.code.Store(500)
-		es = append(es, e)
-	}
-	cfg := testConfig("fe-a")
-	cfg.EngineURLs = engineURLs(es...)
-	cfg.Retry.MinPerSecond = 1 // reserve 1/s × 10 s = 10 retries
-	d := newDP(t, cfg, Deps{})
-	mustSet(t, d, snap("fe-a", 1, map[string]float64{"eng-a": 0.4, "eng-b": 0.3, "eng-c": 0.3}))
+	d, es := allFailing(t, Deps{})
 	h := d.Handler()
 	const requests = 300
 	for i := range requests {
