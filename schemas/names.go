@@ -3,6 +3,7 @@ package schemas
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -156,4 +157,32 @@ func kvKeyByte(c byte) bool {
 		return true
 	}
 	return false
+}
+
+// WindowID is the value of HeaderWindow: the signals partition and the
+// window of an ilb.features record.
+type WindowID struct {
+	Partition  int32
+	Start, End int64 // unix ns
+}
+
+// String formats id as HeaderWindow carries it: "PARTITION/START_NS/END_NS".
+func (id WindowID) String() string {
+	return fmt.Sprintf("%d/%d/%d", id.Partition, id.Start, id.End)
+}
+
+// ParseWindowID reads a HeaderWindow value.
+func ParseWindowID(s string) (WindowID, error) {
+	p, rest, ok1 := strings.Cut(s, "/")
+	start, end, ok2 := strings.Cut(rest, "/")
+	if !ok1 || !ok2 {
+		return WindowID{}, fmt.Errorf("window id %q: want PARTITION/START_NS/END_NS", s)
+	}
+	part, err1 := strconv.ParseInt(p, 10, 32)
+	st, err2 := strconv.ParseInt(start, 10, 64)
+	en, err3 := strconv.ParseInt(end, 10, 64)
+	if err := errors.Join(err1, err2, err3); err != nil || part < 0 {
+		return WindowID{}, fmt.Errorf("window id %q: want PARTITION/START_NS/END_NS", s)
+	}
+	return WindowID{Partition: int32(part), Start: st, End: en}, nil
 }

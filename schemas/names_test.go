@@ -60,3 +60,19 @@ func TestDefaultNamesValid(t *testing.T) {
 		}
 	}
 }
+
+func TestWindowIDRoundTrip(t *testing.T) {
+	id := WindowID{Partition: 3, Start: 1795989610000000000, End: 1795989620000000000}
+	if s := id.String(); s != "3/1795989610000000000/1795989620000000000" {
+		t.Fatalf("String() = %q", s)
+	}
+	got, err := ParseWindowID(id.String())
+	if err != nil || got != id {
+		t.Fatalf("ParseWindowID(%q) = %+v, %v", id.String(), got, err)
+	}
+	for _, bad := range []string{"", "3", "3/1", "-1/1/2", "x/1/2", "3/1/y", "3/1/2/4"} {
+		if _, err := ParseWindowID(bad); err == nil {
+			t.Errorf("ParseWindowID(%q) accepted", bad)
+		}
+	}
+}

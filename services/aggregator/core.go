@@ -6,7 +6,6 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -240,8 +239,8 @@ func featureRecord(topic string, p int32, rows []schemas.Feature) (*kgo.Record, 
 	if err != nil {
 		return nil, fmt.Errorf("aggregator: encode features: %w", err)
 	}
-	start, end := rows[0].WindowStartUnixNano, rows[0].WindowEndUnixNano
-	id := fmt.Sprintf("%d/%d/%d", p, start, end)
+	end := rows[0].WindowEndUnixNano
+	id := schemas.WindowID{Partition: p, Start: rows[0].WindowStartUnixNano, End: end}.String()
 	return &kgo.Record{
 		Topic: topic,
 		// Keyed by signals partition: one partition's windows land on one
@@ -296,25 +295,18 @@ func (c *core) announceProfiles(asOf int64) {
 		if rec.Topic != c.cfg.FeaturesTopic {
 			continue
 		}
-		if end, ok := windowEnd(rec); ok && end > asOf {
+		if id, err := windowID(rec); err == nil && id.End > asOf {
 			setProfilesAsOf(rec, asOf)
 		}
 	}
 }
 
-// windowEnd reads the window end from a features record's
-// schemas.HeaderWindow ("PARTITION/START/END").
-func windowEnd(rec *kgo.Record) (int64, bool) {
+// windowID reads a features record's schemas.HeaderWindow.
+func windowID(rec *kgo.Record) (schemas.WindowID, error) {
 	for _, h := range rec.Headers {
-		if h.Key != schemas.HeaderWindow {
-			continue
+		if h.Key == schemas.HeaderWindow {
+			return schemas.ParseWindowID(string(h.Value))
 		}
-		i := strings.LastIndexByte(string(h.Value), '/')
-		if i < 0 {
-			return 0, false
-		}
-		end, err := strconv.ParseInt(string(h.Value[i+1:]), 10, 64)
-		return end, err == nil
 	}
-	return 0, false
+	return schemas.WindowID{}, fmt.Errorf("no %s header", schemas.HeaderWindow)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -153,12 +152,10 @@ func asOf(r *kgo.Record, rows []schemas.Profile) int64 {
 // from (its schemas.HeaderWindow); -1 when the header is missing or bad.
 func sourcePartition(r *kgo.Record) int32 {
 	for _, h := range r.Headers {
-		if h.Key != schemas.HeaderWindow {
-			continue
-		}
-		p, _, ok := strings.Cut(string(h.Value), "/")
-		if n, err := strconv.ParseInt(p, 10, 32); ok && err == nil && n >= 0 {
-			return int32(n)
+		if h.Key == schemas.HeaderWindow {
+			if id, err := schemas.ParseWindowID(string(h.Value)); err == nil {
+				return id.Partition
+			}
 		}
 	}
 	return -1
