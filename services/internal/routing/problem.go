@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 
@@ -175,14 +176,7 @@ func Change(a map[string]float64, shedA float64, b map[string]float64, shedB flo
 
 // sortedKeys returns m's keys in ascending order, so that output and
 // floating-point sums never depend on map order.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 // Anchor is the previous solution the solver's churn term and warm start
 // use: the published weights and shed fractions by cluster, with the
