@@ -52,7 +52,7 @@ func newMetrics(mp metric.MeterProvider, s *Sim) (*metrics, error) {
 	add(err)
 	in.healthyOK, err = m.Int64ObservableGauge(metricHealthy, metric.WithDescription("1 when the engine reports itself healthy, else 0."))
 	add(err)
-	in.kv, err = m.Float64ObservableGauge(metricKV, metric.WithDescription("Fraction of the engine's prefix-cache blocks in use."))
+	in.kv, err = m.Float64ObservableGauge(metricKV, metric.WithDescription("Fraction of the engine's KV memory held by running requests (vLLM's kv_cache_usage_perc)."))
 	add(err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

@@ -43,7 +43,7 @@ func promptTokens(n int) int { return max(1, (n+BytesPerToken-1)/BytesPerToken) 
 // caching's rule. A trailing partial block has no id, as in vLLM, which
 // caches full blocks only; and the prompt's last byte is never in a block,
 // as vLLM recomputes the last token of a fully cached prompt. So every
-// prefill computes at least one token, which the core relies on.
+// prefill computes at least one token.
 func appendBlocks(dst []uint64, msgs []message, blockTokens int) []uint64 {
 	h := blockHasher{size: blockTokens * BytesPerToken, dst: dst, limit: promptBytes(msgs) - 1}
 	h.reset(0)

@@ -17,6 +17,19 @@
 // KVCacheTokens/BlockTokens blocks, and a request's blocks are added or
 // refreshed when its prefill ends.
 //
+// Status reports, besides queue lengths, KVUtilization as vLLM's
+// kv_cache_usage_perc means it: the KV memory held by running requests
+// over the engine's KV memory, computed in O(1) from running totals
+// (cached prefix blocks no running request uses count as free, as in vLLM
+// V1); PrefixCacheFill is the prefix cache's fill.
+//
+// First tokens: with EnableFirstTokens(true) the engine records when each
+// served request produced its first token (the end of its prefill), and
+// TakeFirstTokens hands the records over, in order of time, so that a
+// router model can stop counting a request's prompt as prefill load when
+// its first token comes out (as Dynamo's KV router does). Off by
+// default, it then costs nothing.
+//
 // Faults: SetSlowdown stretches iterations, SetErrorRate fails requests at
 // admission with a seeded generator, SetHealthy(false) rejects arrivals,
 // SetReplicas scales capacity with the ready replicas.

@@ -67,14 +67,24 @@ func (s Stats) BusyNs() int64 { return s.PrefillNs + s.DecodeNs }
 
 // Status is the engine's state now, as an engine would report it.
 type Status struct {
-	Running       int     // prefilling or decoding
-	Waiting       int     // queued for admission
-	KVUtilization float64 // cached blocks / cache capacity in blocks; 0 with no cache
-	Healthy       bool
-	ReadyReplicas int
-	TotalReplicas int
-	Slowdown      float64
-	ErrorRate     float64
+	Running int // prefilling or decoding
+	Waiting int // queued for admission
+	// KVUtilization is what vLLM exports as kv_cache_usage_perc: the KV
+	// memory held by running requests (prefilling or decoding) over the
+	// engine's KV memory, in [0, 1]. A running request holds its prompt
+	// tokens (in chunked mode, its cached prefix plus the chunks scheduled
+	// so far) and the tokens it has generated. Prefix-cache blocks no
+	// running request uses count as free, as in vLLM V1. See kvHeldTokens
+	// for what the approximation leaves out.
+	KVUtilization float64
+	// PrefixCacheFill is the prefix cache's fill: cached blocks over its
+	// capacity in blocks (0 with no cache). Once warm it stays near 1.
+	PrefixCacheFill float64
+	Healthy         bool
+	ReadyReplicas   int
+	TotalReplicas   int
+	Slowdown        float64
+	ErrorRate       float64
 }
 
 // record is a request inside the engine; records are pooled and reused.
@@ -85,7 +95,8 @@ type record struct {
 	prompt   int
 	output   int
 	cached   int
-	reserved int64 // KV tokens held while running
+	reserved int64 // KV tokens reserved while running (KVAdmission)
+	enter    int64 // value of Engine.step once its first token was out
 	blocks   []uint64
 }
 
@@ -136,9 +147,13 @@ type Engine struct {
 	prefill    []int32
 	running    runHeap
 	kvReserved int64
+	kv         kvHeld
 	cache      blockLRU
 	pending    []Done // finished by Submit or a setter, returned by Advance
 	stats      Stats
+
+	firstOn bool         // EnableFirstTokens
+	firsts  []FirstToken // not yet taken by TakeFirstTokens
 }
 
 // New returns an idle engine at time 0.
@@ -152,7 +167,8 @@ func New(p Params) (*Engine, error) {
 }
 
 // Reset returns the engine to the state New left it in (time 0, empty,
-// healthy, no faults), keeping its memory for reuse.
+// healthy, no faults), keeping its memory for reuse. Whether first tokens
+// are recorded (EnableFirstTokens) is kept; untaken ones are dropped.
 func (e *Engine) Reset() {
 	p := e.params
 	e.healthy, e.slowdown, e.errRate, e.rng = true, 1, 0, splitmix{}
@@ -166,7 +182,8 @@ func (e *Engine) Reset() {
 	}
 	e.waiting.reset()
 	e.prefill, e.running, e.pending = e.prefill[:0], e.running[:0], e.pending[:0]
-	e.kvReserved, e.stats = 0, Stats{}
+	e.kvReserved, e.kv, e.stats = 0, kvHeld{}, Stats{}
+	e.firsts = e.firsts[:0]
 	e.derive()
 	e.cache.reset(e.cacheBlocks())
 }
@@ -189,7 +206,10 @@ func (e *Engine) Status() Status {
 		ErrorRate:     e.errRate,
 	}
 	if e.cache.capacity > 0 {
-		s.KVUtilization = float64(e.cache.size) / float64(e.cache.capacity)
+		s.PrefixCacheFill = float64(e.cache.size) / float64(e.cache.capacity)
+	}
+	if e.kvLimit > 0 {
+		s.KVUtilization = min(float64(e.kvHeldTokens())/float64(e.kvLimit), 1)
 	}
 	return s
 }

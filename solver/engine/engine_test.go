@@ -178,8 +178,8 @@ func TestLRUEvictsOldestPrefix(t *testing.T) {
 	if c := byID(t, ds, 4).CachedTokens; c != 0 {
 		t.Errorf("the evicted prefix hits %d tokens, want 0", c)
 	}
-	if u := e.Status().KVUtilization; u != 1 {
-		t.Errorf("KV utilisation %v, want 1 (2 of 2 blocks)", u)
+	if u := e.Status().PrefixCacheFill; u != 1 {
+		t.Errorf("prefix cache fill %v, want 1 (2 of 2 blocks)", u)
 	}
 }
 

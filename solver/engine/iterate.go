@@ -59,6 +59,7 @@ func (e *Engine) admit(t int64, out []Done) []Done {
 		r.cached = min(e.cache.prefixHits(r.blocks)*e.params.BlockTokens, r.prompt)
 		e.uncached += int64(r.prompt - r.cached)
 		e.kvReserved += r.reserved
+		e.kv.prefill += int64(r.prompt)
 		e.prefill = append(e.prefill, i)
 		e.stats.PromptTokens += int64(r.prompt)
 		e.stats.CachedTokens += int64(r.cached)
@@ -85,11 +86,14 @@ func (e *Engine) endPrefill(out []Done) []Done {
 	for _, i := range e.prefill {
 		r := &e.recs[i]
 		r.first = t
+		e.recordFirst(i, t)
 		e.cache.touchAll(r.blocks)
 		if r.output == 1 {
+			e.kv.prefill -= int64(r.prompt)
 			out = e.finish(i, t, out)
 			continue
 		}
+		e.startDecode(i)
 		e.running.push(runItem{finish: e.step + int64(r.output-1), seq: e.seq, rec: i})
 		e.seq++
 	}
@@ -119,6 +123,7 @@ func (e *Engine) finish(i int32, t int64, out []Done) []Done {
 	}
 	if r.output > 1 {
 		d.TBOTMs = float64(t-r.first) / 1e6 / float64(r.output-1)
+		e.stopDecode(i)
 	}
 	e.kvReserved -= r.reserved
 	e.stats.Served++

@@ -129,6 +129,9 @@ func compareState(t *testing.T, i int, e *Engine, g *refEngine) {
 	if s.Running != len(g.prefill)+len(g.running) || s.Waiting != len(g.waiting) {
 		t.Fatalf("event %d: running %d waiting %d, reference %d %d", i, s.Running, s.Waiting, len(g.prefill)+len(g.running), len(g.waiting))
 	}
+	if h, want := e.kvHeldTokens(), g.held(); h != want {
+		t.Fatalf("event %d: %d KV tokens held, reference %d", i, h, want)
+	}
 	if k := lruKeys(&e.cache); !slices.Equal(k, g.cache) && len(k)+len(g.cache) > 0 {
 		t.Fatalf("event %d: cache %v, reference %v", i, k, g.cache)
 	}

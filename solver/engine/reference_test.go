@@ -188,6 +188,20 @@ func (g *refEngine) start(t int64, out []Done) []Done {
 	return out
 }
 
+// held is the KV tokens held by running requests: the prompt of each
+// request in prefill, the prompt plus the tokens produced of each decoding
+// one.
+func (g *refEngine) held() int64 {
+	var n int64
+	for _, q := range g.prefill {
+		n += int64(q.r.PromptTokens)
+	}
+	for _, q := range g.running {
+		n += int64(q.r.PromptTokens + q.produced)
+	}
+	return n
+}
+
 func (g *refEngine) fits(q *refReq) bool {
 	n := len(g.prefill) + len(g.running)
 	if n >= g.p.MaxBatch*g.ready {
