@@ -11,7 +11,12 @@ type Fleet struct {
 	Clusters  []FleetCluster                `yaml:"clusters"`
 	Engines   []FleetEngine                 `yaml:"engines"`
 	// Extra, optional fields.
-	TTFTSLOMs        float64 `yaml:"ttft_slo_ms,omitempty"`        // TTFT at which an engine counts as full
+	// TTFTSLOMs and TBOTSLOMs are the service-level objective: the time to
+	// first token (network included) and the mean time between output
+	// tokens a request may see. Goodput (SLO attainment) is judged by
+	// them, TTFTSLOMs is also the TTFT at which an engine counts as full.
+	TTFTSLOMs        float64 `yaml:"ttft_slo_ms,omitempty"`
+	TBOTSLOMs        float64 `yaml:"tbot_slo_ms,omitempty"`
 	MeanOutputTokens float64 `yaml:"mean_output_tokens,omitempty"` // default for the solver
 	ShedPenaltyMs    float64 `yaml:"shed_penalty_ms,omitempty"`
 	TotalDemandRPS   float64 `yaml:"total_demand_rps,omitempty"` // dev traffic generator

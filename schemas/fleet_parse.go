@@ -16,6 +16,7 @@ const (
 	DefaultMaxUtilization   = 0.95
 	DefaultBlockTokens      = 512
 	DefaultTTFTSLOMs        = 2000
+	DefaultTBOTSLOMs        = 100
 	DefaultMeanOutputTokens = 200
 	DefaultShedPenaltyMs    = 60000
 	DefaultReplicas         = 1
@@ -117,6 +118,7 @@ func (f *Fleet) ApplyDefaults() {
 	setDefault(&f.MaxUtilization, DefaultMaxUtilization)
 	setDefault(&f.BlockTokens, DefaultBlockTokens)
 	setDefault(&f.TTFTSLOMs, DefaultTTFTSLOMs)
+	setDefault(&f.TBOTSLOMs, DefaultTBOTSLOMs)
 	setDefault(&f.MeanOutputTokens, DefaultMeanOutputTokens)
 	setDefault(&f.ShedPenaltyMs, DefaultShedPenaltyMs)
 	for i := range f.Engines {

@@ -35,7 +35,7 @@ func (f *Fleet) validateGlobals() error {
 	for _, p := range []struct {
 		name string
 		v    float64
-	}{{"ttft_slo_ms", f.TTFTSLOMs}, {"mean_output_tokens", f.MeanOutputTokens}, {"shed_penalty_ms", f.ShedPenaltyMs}} {
+	}{{"ttft_slo_ms", f.TTFTSLOMs}, {"tbot_slo_ms", f.TBOTSLOMs}, {"mean_output_tokens", f.MeanOutputTokens}, {"shed_penalty_ms", f.ShedPenaltyMs}} {
 		if err := checkPositive(p.name, p.v); err != nil {
 			return err
 		}

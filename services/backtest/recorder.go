@@ -10,20 +10,15 @@ type recorder struct {
 	fi *fleetInfo
 	w  *workload
 
-	ttft, e2e        []float64
-	ttftByCluster    [][]float64
-	ttftByEngine     [][]float64
-	prompt, cached   int64
-	shed, failed     int
+	out              *outcomes
+	slo              SLO
 	followups, moved int
 	churnSum         float64
 	churnN           int
 	updates          int
 
-	clusterReq, clusterServed    []int
 	clusterRouted, clusterRemote []int
 	engReq                       []int
-	engPrompt, engCached         []int64
 	engOccupancy                 []float64 // Σ over status ticks of running/(max batch × ready)
 	ticks                        int
 
@@ -39,19 +34,16 @@ type seriesBucket struct {
 	inflightSum    []float64
 	samples        int
 	prompt, cached int64
-	served         int
+	served, shed   int
 }
 
 func newRecorder(cfg *Config, fi *fleetInfo, w *workload) *recorder {
 	ne, nc := len(fi.engines), len(fi.clusters)
 	r := &recorder{
-		fi: fi, w: w,
-		ttft: make([]float64, 0, w.len()), e2e: make([]float64, 0, w.len()),
-		ttftByCluster: make([][]float64, nc), ttftByEngine: make([][]float64, ne),
-		clusterReq: make([]int, nc), clusterServed: make([]int, nc),
+		fi: fi, w: w, out: newOutcomes(w.len()),
+		slo:           SLO{TTFTMs: cfg.Fleet.TTFTSLOMs, TBOTMs: cfg.Fleet.TBOTSLOMs},
 		clusterRouted: make([]int, nc), clusterRemote: make([]int, nc),
-		engReq: make([]int, ne), engPrompt: make([]int64, ne), engCached: make([]int64, ne),
-		engOccupancy: make([]float64, ne),
+		engReq: make([]int, ne), engOccupancy: make([]float64, ne),
 		series:       &Series{StepS: cfg.SeriesInterval.Seconds(), Engines: fi.engines},
 		bucketNs:     int64(cfg.SeriesInterval),
 	}
@@ -62,6 +54,7 @@ func newRecorder(cfg *Config, fi *fleetInfo, w *workload) *recorder {
 // routed counts request i sent to engine e.
 func (r *recorder) routed(s *sim, i, e int) {
 	c := int(r.w.cluster[i])
+	r.out.engine[i] = int16(e)
 	r.engReq[e]++
 	r.clusterRouted[c]++
 	if r.fi.remote[c][e] {
@@ -69,23 +62,27 @@ func (r *recorder) routed(s *sim, i, e int) {
 	}
 }
 
-func (r *recorder) fail(*sim, int) { r.failed++ }
+// fail records request i as failed.
+func (r *recorder) fail(_ *sim, i int) { r.out.kind[i] = outFailed }
 
-// served records a finished request; the network time between its
-// cluster and the engine is added to both latencies.
-func (r *recorder) served(s *sim, i, e int, d *engine.Done) {
+// shed records request i as refused by the policy.
+func (r *recorder) shed(i int) {
+	r.out.kind[i] = outShed
+	r.bucket.shed++
+}
+
+// served records a finished request. Its latencies run from its arrival
+// in the trace (time held at a router included) and add the network time
+// between its cluster and the engine.
+func (r *recorder) served(_ *sim, i, e int, d *engine.Done) {
 	c := int(r.w.cluster[i])
-	net := r.fi.net[c][e]
-	ttft := d.TTFTMs + net
-	r.ttft = append(r.ttft, ttft)
-	r.ttftByCluster[c] = append(r.ttftByCluster[c], ttft)
-	r.ttftByEngine[e] = append(r.ttftByEngine[e], ttft)
-	r.e2e = append(r.e2e, float64(d.FinishNs-d.ArrivalNs)/1e6+net)
-	r.prompt += int64(d.PromptTokens)
-	r.cached += int64(d.CachedTokens)
-	r.engPrompt[e] += int64(d.PromptTokens)
-	r.engCached[e] += int64(d.CachedTokens)
-	r.clusterServed[c]++
+	net, at := r.fi.net[c][e], r.w.arrival[i]
+	o := r.out
+	o.kind[i] = outServed
+	o.ttft[i] = float64(d.FirstTokenNs-at)/1e6 + net
+	o.e2e[i] = float64(d.FinishNs-at)/1e6 + net
+	o.tbot[i] = d.TBOTMs
+	o.cached[i] = int32(d.CachedTokens)
 	r.bucket.prompt += int64(d.PromptTokens)
 	r.bucket.cached += int64(d.CachedTokens)
 	r.bucket.served++
@@ -137,11 +134,12 @@ func (r *recorder) closeBucket(s *sim) {
 	sr.PromptTokens = append(sr.PromptTokens, b.prompt)
 	sr.CachedTokens = append(sr.CachedTokens, b.cached)
 	sr.Served = append(sr.Served, b.served)
+	sr.Shed = append(sr.Shed, b.shed)
 	if w := fleetShares(s); w != nil {
 		sr.Weights = append(sr.Weights, w)
 	}
 	b.end += r.bucketNs
-	b.samples, b.prompt, b.cached, b.served = 0, 0, 0, 0
+	b.samples, b.prompt, b.cached, b.served, b.shed = 0, 0, 0, 0, 0
 }
 
 // fleetShares is the share of all traffic each engine is meant to get:
@@ -163,40 +161,27 @@ func fleetShares(s *sim) []float64 {
 
 // finish computes the result once the simulation has ended.
 func (r *recorder) finish(s *sim) {
-	if r.bucket.samples > 0 || r.bucket.served > 0 {
+	if r.bucket.samples > 0 || r.bucket.served > 0 || r.bucket.shed > 0 {
 		r.closeBucket(s)
 	}
 	res := &r.result
 	res.Policy = s.name
-	res.Requests = r.w.len()
-	res.Served, res.Shed, res.Failed = len(r.ttft), r.shed, r.failed
-	res.TTFTMs, res.E2EMs = summarise(r.ttft), summarise(r.e2e)
-	res.TTFTCDF, res.E2ECDF = cdf(r.ttft), cdf(r.e2e)
-	res.CacheHitRatio = ratio(float64(r.cached), float64(r.prompt))
+	r.aggregate(res)
 	res.WeightChurn, res.WeightUpdates = ratio(r.churnSum, float64(r.churnN)), r.churnN
 	res.Followups = r.followups
 	res.FollowupMovedRatio = ratio(float64(r.moved), float64(r.followups))
 	res.SimulatedS = float64(s.now) / 1e9
 	res.Series = r.series
-	for i := range r.w.cluster {
-		r.clusterReq[r.w.cluster[i]]++
+	for c := range res.Clusters {
+		res.Clusters[c].RemoteRatio = ratio(float64(r.clusterRemote[c]), float64(r.clusterRouted[c]))
 	}
-	for c, name := range r.fi.clusters {
-		res.Clusters = append(res.Clusters, ClusterResult{
-			Name: name, Requests: r.clusterReq[c], Served: r.clusterServed[c],
-			TTFTMs:      summarise(r.ttftByCluster[c]),
-			RemoteRatio: ratio(float64(r.clusterRemote[c]), float64(r.clusterRouted[c])),
-		})
-	}
-	for e, name := range r.fi.engines {
+	for e := range res.Engines {
 		util := ratio(r.engOccupancy[e], float64(r.ticks))
 		res.MaxUtilization = max(res.MaxUtilization, util)
-		res.Engines = append(res.Engines, EngineResult{
-			Name: name, Requests: r.engReq[e], Utilization: util, TTFTMs: summarise(r.ttftByEngine[e]),
-			BusyRatio:     ratio(float64(s.busyNs(e)), float64(s.now)),
-			CacheHitRatio: ratio(float64(r.engCached[e]), float64(r.engPrompt[e])),
-		})
+		res.Engines[e].Requests, res.Engines[e].Utilization = r.engReq[e], util
+		res.Engines[e].BusyRatio = ratio(float64(s.busyNs(e)), float64(s.now))
 	}
+	res.outcomes = r.out
 }
 
 // Series are a policy's time series for the report, one point per
@@ -211,4 +196,5 @@ type Series struct {
 	// step: their ratio is the cache hit ratio over time.
 	PromptTokens, CachedTokens []int64
 	Served                     []int // [step]
+	Shed                       []int // [step]: requests refused by the policy
 }

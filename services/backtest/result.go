@@ -27,13 +27,28 @@ type TraceSummary struct {
 // and include the network time between the request's cluster and the
 // engine's region.
 type PolicyResult struct {
-	Policy   string `json:"policy"`
-	Requests int    `json:"requests"`
-	Served   int    `json:"served"`
-	Shed     int    `json:"shed"`   // refused by the policy's shed fraction
-	Failed   int    `json:"failed"` // rejected, lost to a failure, or no engine available
-	TTFTMs   Stats  `json:"ttft_ms"`
-	E2EMs    Stats  `json:"e2e_ms"`
+	Policy string `json:"policy"`
+	// SLOAttainment is the share of ALL requests of the trace served with
+	// TTFT <= SLO.TTFTMs and mean TBOT <= SLO.TBOTMs; shed and failed
+	// requests count as misses, so refusing work cannot raise it.
+	SLO           SLO     `json:"slo"`
+	SLOAttainment float64 `json:"slo_attainment"`
+	// GoodputRPS is the requests served within the SLO per second of the
+	// trace (from its first arrival to its last).
+	GoodputRPS     float64 `json:"goodput_rps"`
+	ServedFraction float64 `json:"served_fraction"`
+	ShedFraction   float64 `json:"shed_fraction"`
+	FailedFraction float64 `json:"failed_fraction"`
+	Requests       int     `json:"requests"`
+	Served         int     `json:"served"`
+	Good           int     `json:"good"`   // served within the SLO
+	Shed           int     `json:"shed"`   // refused by the policy (a shed fraction, admission control)
+	Failed         int     `json:"failed"` // rejected, lost to a failure, or no engine available
+	TTFTMs         Stats   `json:"ttft_ms"`
+	E2EMs          Stats   `json:"e2e_ms"`
+	// TBOTMs is the distribution of the requests' mean time between
+	// output tokens (0 for a one-token answer).
+	TBOTMs Stats `json:"tbot_ms"`
 	// CacheHitRatio is prompt tokens served from an engine's KV cache over
 	// all prompt tokens of served requests.
 	CacheHitRatio float64 `json:"cache_hit_ratio"`
@@ -59,6 +74,8 @@ type PolicyResult struct {
 	TTFTCDF []float64 `json:"-"` // at CDFQuantiles
 	E2ECDF  []float64 `json:"-"`
 	WallS   float64   `json:"-"`
+	// outcomes are the per-request results, for WriteRequests.
+	outcomes *outcomes
 }
 
 // Stats summarises a latency distribution, in ms.
@@ -71,10 +88,13 @@ type Stats struct {
 
 // ClusterResult is one front-end cluster's share of a policy's outcome.
 type ClusterResult struct {
-	Name     string `json:"name"`
-	Requests int    `json:"requests"`
-	Served   int    `json:"served"`
-	TTFTMs   Stats  `json:"ttft_ms"`
+	Name          string  `json:"name"`
+	Requests      int     `json:"requests"`
+	Served        int     `json:"served"`
+	Good          int     `json:"good"`
+	Shed          int     `json:"shed"`
+	SLOAttainment float64 `json:"slo_attainment"`
+	TTFTMs        Stats   `json:"ttft_ms"`
 	// RemoteRatio is the share of its routed requests that went to an
 	// engine in another region.
 	RemoteRatio float64 `json:"remote_ratio"`

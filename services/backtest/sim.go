@@ -174,7 +174,7 @@ func (s *sim) arrive(i int) error {
 	e := s.pol.pick(s, i)
 	switch e {
 	case pickShed:
-		s.rec.shed++
+		s.rec.shed(i)
 		s.state[i] = stDone
 		return nil
 	case pickNoEngine:
