@@ -55,6 +55,9 @@ func (s *sim) applyFault(f fault) {
 			s.inflightCE[c*len(s.fi.engines)+e]--
 			s.inflightC[c]--
 			s.rec.fail(s, i)
+			if s.hooks != nil {
+				s.hooks.completed(s, i, e, true)
+			}
 		}
 	}
 	s.busyCarry[e] += eng.Stats().BusyNs()

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ilb-router/ilb/services/backtest/peer"
 	"github.com/ilb-router/ilb/solver/sched"
 )
 
@@ -20,8 +21,11 @@ const (
 	PolicyOptimizer   = "optimizer"
 )
 
-// Policies lists every policy.
-var Policies = []string{PolicyRoundRobin, PolicyRandom, PolicyNearest, PolicyLeastLoaded, PolicyHash, PolicyPID, PolicyOptimizer}
+// Policies lists every policy: ilb's own, the simple baselines and the
+// peer routers of package peer. Each peer policy also runs limited to its
+// cluster's region as NAME:local.
+var Policies = slices.Concat([]string{PolicyRoundRobin, PolicyRandom, PolicyNearest, PolicyLeastLoaded,
+	PolicyHash, PolicyPID, PolicyOptimizer}, peer.Names())
 
 // ParsePolicies parses a comma-separated list of policies ("all" for
 // every one), rejecting unknown and repeated names.
@@ -32,9 +36,10 @@ func ParsePolicies(s string) ([]string, error) {
 	var out []string
 	for p := range strings.SplitSeq(s, ",") {
 		p = strings.TrimSpace(p)
+		_, _, isPeer := peer.Lookup(p)
 		switch {
-		case !slices.Contains(Policies, p):
-			return nil, fmt.Errorf("unknown policy %q (want %s, or all)", p, strings.Join(Policies, ", "))
+		case !slices.Contains(Policies, p) && !isPeer:
+			return nil, fmt.Errorf("unknown policy %q (want %s, a peer policy with %s, or all)", p, strings.Join(Policies, ", "), peer.LocalSuffix)
 		case slices.Contains(out, p):
 			return nil, fmt.Errorf("policy %q given twice", p)
 		}
@@ -71,6 +76,9 @@ func newPolicy(name string, s *sim) (policy, error) {
 		return newPID(s)
 	case PolicyOptimizer:
 		return newOptimizerPolicy(s)
+	}
+	if _, _, ok := peer.Lookup(name); ok {
+		return newPeerPolicy(s, name)
 	}
 	return nil, fmt.Errorf("backtest: unknown policy %q", name)
 }

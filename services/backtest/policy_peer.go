@@ -31,6 +31,7 @@ type peerPolicy struct {
 
 	req      peer.Request
 	deferred [][]int32 // by cluster: requests held at its router, oldest first
+	bad      error     // the first invalid pick, ending the run
 }
 
 func newPeerPolicy(s *sim, name string) (*peerPolicy, error) {
@@ -63,6 +64,7 @@ func newPeerPolicy(s *sim, name string) (*peerPolicy, error) {
 	if p.firstObs[0] != nil {
 		s.enableFirstTokens()
 	}
+	s.hooks = p
 	return p, nil
 }
 
@@ -73,7 +75,7 @@ func peerFleet(fi *fleetInfo) *peer.Fleet {
 		r := max(pr.Replicas, 1)
 		f.Engines = append(f.Engines, peer.Engine{Name: fi.engines[e], Region: fi.f.Engines[e].Region,
 			Slots: pr.MaxBatch * r, KVCacheTokens: pr.KVCacheTokens * r,
-			PrefillTokensPerS: pr.PrefillTokensPerS * float64(r), MaxBatchedTokens: maxBatchedTokens(pr)})
+			PrefillTokensPerS: pr.PrefillTokensPerS * float64(r)})
 	}
 	for c, name := range fi.clusters {
 		f.Clusters = append(f.Clusters, peer.Cluster{Name: name, Region: fi.f.Clusters[c].Region,
@@ -105,10 +107,15 @@ func (p *peerPolicy) offer(c, i int) int {
 		return pickDeferred
 	}
 	if e < 0 || e >= len(p.s.fi.engines) || math.IsNaN(p.s.fi.net[c][e]) {
-		panic(fmt.Sprintf("backtest: %s picked engine %d, which cluster %q may not use", p.s.name, e, p.s.fi.clusters[c]))
+		if p.bad == nil {
+			p.bad = fmt.Errorf("backtest: %s picked engine %d for request %d, which cluster %q may not use", p.s.name, e, i, p.s.fi.clusters[c])
+		}
+		return pickNoEngine
 	}
 	return e
 }
+
+func (p *peerPolicy) err() error { return p.bad }
 
 // request fills the shared peer.Request with request i.
 func (p *peerPolicy) request(i int) *peer.Request {
@@ -147,7 +154,15 @@ func (p *peerPolicy) release(c int) {
 			return
 		}
 		p.deferred[c] = p.deferred[c][1:]
-		p.s.dispatch(i, e)
+		p.dispatch(i, e)
+	}
+}
+
+// dispatch carries out a decision taken outside pick; the sim's only
+// error is an engine refusing a valid request, a bug, kept for err.
+func (p *peerPolicy) dispatch(i, e int) {
+	if err := p.s.dispatch(i, e); err != nil && p.bad == nil {
+		p.bad = err
 	}
 }
 
@@ -180,7 +195,7 @@ func (p *peerPolicy) drain(s *sim) {
 				p.deferred[c] = p.deferred[c][:len(p.deferred[c])-1]
 				e = pickNoEngine
 			}
-			s.dispatch(i, e)
+			p.dispatch(i, e)
 		}
 	}
 }

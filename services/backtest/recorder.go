@@ -44,8 +44,8 @@ func newRecorder(cfg *Config, fi *fleetInfo, w *workload) *recorder {
 		slo:           SLO{TTFTMs: cfg.Fleet.TTFTSLOMs, TBOTMs: cfg.Fleet.TBOTSLOMs},
 		clusterRouted: make([]int, nc), clusterRemote: make([]int, nc),
 		engReq: make([]int, ne), engOccupancy: make([]float64, ne),
-		series:       &Series{StepS: cfg.SeriesInterval.Seconds(), Engines: fi.engines},
-		bucketNs:     int64(cfg.SeriesInterval),
+		series:   &Series{StepS: cfg.SeriesInterval.Seconds(), Engines: fi.engines},
+		bucketNs: int64(cfg.SeriesInterval),
 	}
 	r.bucket = seriesBucket{end: r.bucketNs, inflightSum: make([]float64, ne)}
 	return r

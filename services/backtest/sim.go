@@ -14,6 +14,7 @@ import (
 const (
 	pickShed     = -1 // shed by the policy (an optimizer's shed fraction)
 	pickNoEngine = -2 // no eligible engine is available: fails
+	pickDeferred = -3 // held by the policy, which dispatches it later
 )
 
 // Request states, by request index.
@@ -49,6 +50,8 @@ type sim struct {
 
 	features *window.Features // nil unless the policy reads signals
 	observer completionObserver
+	hooks    routerHooks         // the policy's, nil when it has none
+	firsts   []engine.FirstToken // scratch for first-token records, nil unless enabled
 	ev       schemas.Event
 	rec      *recorder
 	progress *progress
@@ -92,9 +95,9 @@ func newSim(cfg *Config, fi *fleetInfo, w *workload, name string) (*sim, error) 
 // clock is the loop's schedule: the next arrival, fault, status and
 // control tick.
 type clock struct {
-	arrival, fault  int
-	status, control int64
-	faults          []fault
+	arrival, fault        int
+	status, control, poll int64
+	faults                []fault
 }
 
 // never is a time after every event.
@@ -108,7 +111,10 @@ func (s *sim) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c := clock{control: int64(s.cfg.ControlInterval), faults: faults}
+	c := clock{control: int64(s.cfg.ControlInterval), poll: never, faults: faults}
+	if s.hooks != nil && s.hooks.pollInterval() > 0 {
+		c.poll = 0
+	}
 	for steps := 0; c.arrival < s.w.len() || !s.heap.empty(); steps++ {
 		if steps&4095 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -117,6 +123,14 @@ func (s *sim) run(ctx context.Context) error {
 			s.progress.maybe(s.name, s.now, c.arrival, s.w.len())
 		}
 		if err := s.step(&c); err != nil {
+			return err
+		}
+		if c.arrival == s.w.len() && s.heap.empty() && s.hooks != nil {
+			s.hooks.drain(s) // requests still held by routers
+		}
+	}
+	if s.hooks != nil {
+		if err := s.hooks.err(); err != nil {
 			return err
 		}
 	}
@@ -136,7 +150,7 @@ func (s *sim) step(c *clock) error {
 	if c.fault < len(c.faults) {
 		tF = c.faults[c.fault].at
 	}
-	t := min(tA, tE, tF, c.status, c.control)
+	t := min(tA, tE, tF, c.status, c.control, c.poll)
 	s.now = t
 	switch t {
 	case tE:
@@ -151,6 +165,9 @@ func (s *sim) step(c *clock) error {
 	case c.control:
 		s.pol.control(s)
 		c.control += int64(s.cfg.ControlInterval)
+	case c.poll:
+		s.hooks.poll(s)
+		c.poll += int64(s.hooks.pollInterval())
 	default:
 		c.arrival++
 		return s.arrive(c.arrival - 1)
@@ -162,6 +179,9 @@ func (s *sim) step(c *clock) error {
 func (s *sim) advance(e int, t int64) {
 	eng := s.engines[e]
 	s.done = eng.Advance(t, s.done[:0])
+	if s.firsts != nil {
+		s.firstTokens(e)
+	}
 	for i := range s.done {
 		s.complete(e, &s.done[i])
 	}
@@ -171,8 +191,14 @@ func (s *sim) advance(e int, t int64) {
 
 // arrive routes request i.
 func (s *sim) arrive(i int) error {
-	e := s.pol.pick(s, i)
+	return s.dispatch(i, s.pol.pick(s, i))
+}
+
+// dispatch carries out the policy's decision e for request i.
+func (s *sim) dispatch(i, e int) error {
 	switch e {
+	case pickDeferred:
+		return nil
 	case pickShed:
 		s.rec.shed(i)
 		s.state[i] = stDone
@@ -240,6 +266,9 @@ func (s *sim) complete(e int, d *engine.Done) {
 	}
 	if s.observer != nil {
 		s.observer.observe(d)
+	}
+	if s.hooks != nil {
+		s.hooks.completed(s, i, e, d.Error != "")
 	}
 }
 

@@ -23,6 +23,7 @@ func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 type backtestFlags struct {
 	fleet, trace, policy, format, jsonOut, report string
+	requests                                      string
 	speed                                         float64
 	seed                                          uint64
 	duration                                      time.Duration
@@ -34,7 +35,10 @@ type backtestFlags struct {
 func cmdBacktest(ctx context.Context, e *env, args []string) error {
 	fs := newFlags(e, "backtest", "--fleet FILE --trace FILE [--policy P[,P...]] [flags]",
 		"Replays a request trace over a fleet under each routing policy, in virtual time (a discrete-event\n"+
-			"simulation of the engine model), and prints a table per policy. Policies: "+strings.Join(backtest.Policies, ", ")+".\n"+
+			"simulation of the engine model), and prints a table per policy, led by SLO attainment: the share of\n"+
+			"ALL requests served within the fleet's ttft_slo_ms and tbot_slo_ms (shed and failed ones are misses).\n"+
+			"Policies: "+strings.Join(backtest.Policies, ", ")+";\n"+
+			"a peer policy with the suffix :local (llm-d:local) keeps to its cluster's region while any engine there is healthy.\n"+
 			"Trace formats: ilb CSV, Mooncake JSONL, Azure LLM inference CSV (detected, or --format).")
 	var f backtestFlags
 	fs.StringVar(&f.fleet, "fleet", "", "fleet file (YAML)")
@@ -45,6 +49,8 @@ func cmdBacktest(ctx context.Context, e *env, args []string) error {
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of every random choice (same seed, same numbers)")
 	fs.StringVar(&f.jsonOut, "json", "", "write the results as JSON to this file")
 	fs.StringVar(&f.report, "report", "", "write an HTML report (index.html with charts) into this directory")
+	fs.StringVar(&f.requests, "requests", "", "write one row per request and policy to this file: CSV, gzip CSV if it ends in .gz,\n"+
+		"Parquet if it ends in .parquet (columns: "+strings.Join(backtest.RequestsHeader, ",")+")")
 	fs.DurationVar(&f.duration, "duration", 0, "replay only the requests arriving before this simulated time (0: all)")
 	fs.Var(&f.swings, "swing", "demand swing cluster=NAME,factor=X,from=DUR,to=DUR (repeatable)")
 	fs.Var(&f.fails, "fail", "engine failure engine=NAME,at=DUR[,for=DUR] (repeatable)")
@@ -62,6 +68,12 @@ func cmdBacktest(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return badInput("%v", err)
 	}
+	var reqs *backtest.RequestsFile
+	if f.requests != "" {
+		if reqs, err = backtest.CreateRequests(f.requests); err != nil {
+			return badInput("%v", err)
+		}
+	}
 	sum := b.Summary()
 	if !f.quiet {
 		fmt.Fprintf(e.stderr, "backtest: %d requests, %d conversations, %.0f s of trace; policies %s\n",
@@ -69,9 +81,17 @@ func cmdBacktest(ctx context.Context, e *env, args []string) error {
 	}
 	res, err := b.Run(ctx)
 	if err != nil {
+		if reqs != nil {
+			reqs.Abort()
+		}
 		return err
 	}
 	printTable(e.stdout, res)
+	if reqs != nil {
+		if err := reqs.Write(b, res); err != nil {
+			return err
+		}
+	}
 	return f.write(e, res)
 }
 
@@ -150,11 +170,16 @@ func (f *backtestFlags) write(e *env, res *backtest.Result) error {
 
 func printTable(w io.Writer, res *backtest.Result) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\tserved\tshed\tfailed\tttft p50\tp90\tp99 ms\te2e p50\tp99 ms\tcache hit\tmax util\tchurn\tmoved\twall s\t")
+	if len(res.Policies) > 0 {
+		slo := res.Policies[0].SLO
+		fmt.Fprintf(w, "SLO: TTFT <= %g ms and mean TBOT <= %g ms; attainment is over all %d requests (shed and failed are misses)\n",
+			slo.TTFTMs, slo.TBOTMs, res.Trace.Requests)
+	}
+	fmt.Fprintln(tw, "policy\tSLO att.\tgoodput rps\tshed\tfailed\tttft p50\tp90\tp99 ms\ttbot p50\tp99 ms\te2e p99 ms\tcache hit\tmax util\tchurn\tmoved\twall s\t")
 	for _, p := range res.Policies {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.3f\t%.2f\t%.4f\t%.3f\t%.2f\t\n",
-			p.Policy, p.Served, p.Shed, p.Failed, p.TTFTMs.P50, p.TTFTMs.P90, p.TTFTMs.P99, p.E2EMs.P50, p.E2EMs.P99,
-			p.CacheHitRatio, p.MaxUtilization, p.WeightChurn, p.FollowupMovedRatio, p.WallS)
+		fmt.Fprintf(tw, "%s\t%.4f\t%.3f\t%d\t%d\t%.0f\t%.0f\t%.0f\t%.1f\t%.1f\t%.0f\t%.3f\t%.2f\t%.4f\t%.3f\t%.2f\t\n",
+			p.Policy, p.SLOAttainment, p.GoodputRPS, p.Shed, p.Failed, p.TTFTMs.P50, p.TTFTMs.P90, p.TTFTMs.P99,
+			p.TBOTMs.P50, p.TBOTMs.P99, p.E2EMs.P99, p.CacheHitRatio, p.MaxUtilization, p.WeightChurn, p.FollowupMovedRatio, p.WallS)
 	}
 	tw.Flush()
 }
