@@ -56,6 +56,11 @@ func writeHTML(w io.Writer, res *Result) error {
 		fmt.Fprintf(&b, "; swings added %d and dropped %d requests", t.SwingCopies, t.SwingDropped)
 	}
 	b.WriteString(").</p>")
+	b.WriteString("<h2>Goodput</h2>")
+	b.WriteString(outcomeBars(res))
+	b.WriteString("<div class=\"charts\">")
+	b.WriteString(shedChart(res).svg())
+	b.WriteString("</div>")
 	policyTable(&b, res)
 	b.WriteString("<h2>Latency</h2><div class=\"charts\">")
 	b.WriteString(cdfChart("TTFT CDF", res, func(p *PolicyResult) []float64 { return p.TTFTCDF }).svg())
@@ -83,13 +88,14 @@ func writeHTML(w io.Writer, res *Result) error {
 }
 
 func policyTable(b *strings.Builder, res *Result) {
-	b.WriteString("<table><tr><th>policy</th><th>served</th><th>shed</th><th>failed</th><th>TTFT p50 ms</th><th>p90</th><th>p99</th>" +
+	b.WriteString("<table><tr><th>policy</th><th>SLO attainment</th><th>goodput rps</th><th>served</th><th>shed</th><th>failed</th>" +
+		"<th>TTFT p50 ms</th><th>p90</th><th>p99</th><th>TBOT p50 ms</th><th>p99</th>" +
 		"<th>e2e p50 ms</th><th>p99</th><th>cache hit</th><th>max util</th><th>weight churn</th><th>follow-ups moved</th></tr>")
 	for _, p := range res.Policies {
-		fmt.Fprintf(b, "<tr><td>%s</td><td>%d</td><td>%d</td><td>%d</td><td>%.0f</td><td>%.0f</td><td>%.0f</td><td>%.0f</td><td>%.0f</td>"+
-			"<td>%.3f</td><td>%.2f</td><td>%.4f</td><td>%.3f</td></tr>",
-			html.EscapeString(p.Policy), p.Served, p.Shed, p.Failed, p.TTFTMs.P50, p.TTFTMs.P90, p.TTFTMs.P99, p.E2EMs.P50, p.E2EMs.P99,
-			p.CacheHitRatio, p.MaxUtilization, p.WeightChurn, p.FollowupMovedRatio)
+		fmt.Fprintf(b, "<tr><td>%s</td><td>%.4f</td><td>%.3f</td><td>%d</td><td>%d</td><td>%d</td><td>%.0f</td><td>%.0f</td><td>%.0f</td>"+
+			"<td>%.1f</td><td>%.1f</td><td>%.0f</td><td>%.0f</td><td>%.3f</td><td>%.2f</td><td>%.4f</td><td>%.3f</td></tr>",
+			html.EscapeString(p.Policy), p.SLOAttainment, p.GoodputRPS, p.Served, p.Shed, p.Failed, p.TTFTMs.P50, p.TTFTMs.P90, p.TTFTMs.P99,
+			p.TBOTMs.P50, p.TBOTMs.P99, p.E2EMs.P50, p.E2EMs.P99, p.CacheHitRatio, p.MaxUtilization, p.WeightChurn, p.FollowupMovedRatio)
 	}
 	b.WriteString("</table>")
 }

@@ -35,7 +35,8 @@ const parquetBatchRows = 1 << 16
 func writeRequestsParquet(out io.Writer, b *Backtest, res *Result) error {
 	props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Zstd),
 		parquet.WithDictionaryDefault(true), parquet.WithMaxRowGroupLength(parquetBatchRows))
-	fw, err := pqarrow.NewFileWriter(RequestsSchema, out, props, pqarrow.DefaultWriterProps())
+	// The writer closes an io.Closer it is given; the caller closes out.
+	fw, err := pqarrow.NewFileWriter(RequestsSchema, struct{ io.Writer }{out}, props, pqarrow.DefaultWriterProps())
 	if err != nil {
 		return err
 	}

@@ -23,7 +23,7 @@ func TestBacktestCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, out, errs)
 	}
-	for _, p := range []string{"round-robin", "hash", "optimizer", "ttft p50", "cache hit"} {
+	for _, p := range []string{"round-robin", "hash", "optimizer", "SLO att.", "goodput rps", "ttft p50", "cache hit"} {
 		if !strings.Contains(out, p) {
 			t.Errorf("table lacks %q:\n%s", p, out)
 		}
@@ -38,7 +38,15 @@ func TestBacktestCommand(t *testing.T) {
 			SwingCopies int `json:"swing_copies"`
 		}
 		Policies []struct {
-			Policy             string `json:"policy"`
+			Policy string `json:"policy"`
+			SLO    *struct {
+				TTFTMs *float64 `json:"ttft_ms"`
+				TBOTMs *float64 `json:"tbot_ms"`
+			} `json:"slo"`
+			SLOAttainment      *float64 `json:"slo_attainment"`
+			GoodputRPS         *float64 `json:"goodput_rps"`
+			ServedFraction     *float64 `json:"served_fraction"`
+			ShedFraction       *float64 `json:"shed_fraction"`
 			Requests, Served   int
 			Shed, Failed       int
 			TTFT               map[string]float64 `json:"ttft_ms"`
@@ -59,6 +67,11 @@ func TestBacktestCommand(t *testing.T) {
 		if p.Served == 0 || p.Served+p.Shed+p.Failed != p.Requests || len(p.TTFT) != 4 || len(p.E2E) != 4 ||
 			p.CacheHitRatio == nil || p.MaxUtilization == nil || p.WeightChurn == nil || p.FollowupMovedRatio == nil {
 			t.Errorf("policy %+v", p)
+		}
+		if p.SLO == nil || p.SLO.TTFTMs == nil || p.SLO.TBOTMs == nil || p.SLOAttainment == nil || p.GoodputRPS == nil ||
+			p.ServedFraction == nil || p.ShedFraction == nil || *p.SLO.TTFTMs != 2000 || *p.SLO.TBOTMs != 100 ||
+			*p.ServedFraction != float64(p.Served)/float64(p.Requests) || *p.SLOAttainment > *p.ServedFraction {
+			t.Errorf("goodput fields of %s: %s", p.Policy, data)
 		}
 		if p.Policy == "round-robin" && p.Failed == 0 {
 			t.Errorf("round-robin lost nothing to the failure of west-1: %+v", p)
@@ -89,6 +102,10 @@ func TestBacktestErrorsExit2(t *testing.T) {
 		{"swing", []string{"--fleet", btFleet, "--trace", btTrace, "--swing", "cluster=fe-east"}, "--swing"},
 		{"fail engine", []string{"--fleet", btFleet, "--trace", btTrace, "--fail", "engine=nope,at=1s"}, `"nope"`},
 		{"speed", []string{"--fleet", btFleet, "--trace", btTrace, "--speed", "-1"}, "speed"},
+		{"local suffix on a simple policy", []string{"--fleet", btFleet, "--trace", btTrace, "--policy", "hash:local"}, `unknown policy "hash:local"`},
+		{"requests path", []string{"--fleet", btFleet, "--trace", btTrace, "--policy", "hash", "--requests", "/nonexistent/dir/r.csv"}, "--requests"},
+		{"negative slo", []string{"--fleet", sloFleet(t, "tbot_slo_ms: -5"), "--trace", btTrace}, "tbot_slo_ms -5"},
+		{"NaN slo", []string{"--fleet", sloFleet(t, "ttft_slo_ms: .nan"), "--trace", btTrace}, "ttft_slo_ms NaN"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, errs := run(t, append([]string{"backtest", "--quiet"}, tc.args...)...)
@@ -97,6 +114,20 @@ func TestBacktestErrorsExit2(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sloFleet writes the backtest fleet with line added at the top.
+func sloFleet(t *testing.T, line string) string {
+	t.Helper()
+	data, err := os.ReadFile(btFleet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "fleet.yaml")
+	if err := os.WriteFile(path, append([]byte(line+"\n"), data...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 func TestTraceConvert(t *testing.T) {
