@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ilb-router/ilb/schemas"
+	"github.com/ilb-router/ilb/services/internal/affinity"
 	"github.com/ilb-router/ilb/services/internal/routing"
 	"github.com/ilb-router/ilb/solver/sched"
 )
@@ -26,9 +27,10 @@ type cluster struct {
 	// Hot-path counters, read by the metric callbacks.
 	shed         atomic.Int64
 	throttled    atomic.Int64
-	unreplayable atomic.Int64                     // failed attempts not retried: body streamed
-	fallbacks    [len(fallbackNames)]atomic.Int64 // by fallback reason
-	codes        [600]atomic.Int64                // requests by HTTP status code
+	unreplayable atomic.Int64                        // failed attempts not retried: body streamed
+	fallbacks    [len(fallbackNames)]atomic.Int64    // by fallback reason
+	codes        [600]atomic.Int64                   // requests by HTTP status code
+	keySources   [len(affinity.Sources)]atomic.Int64 // picks by affinity key source
 
 	// Guarded by DataPlane.mu.
 	snap   *schemas.Snapshot

@@ -22,6 +22,19 @@ type Config struct {
 	// engine of a snapshot that has no URL here is unavailable. When it is
 	// empty the data plane only picks (/v1/pick) and the proxy answers 502.
 	EngineURLs map[string]string
+	// EngineModels maps an engine name to the models it serves (the fleet
+	// file's models field). Optional: GET /v1/models lists their union
+	// over the engines of the served clusters, or DefaultModel when no
+	// engine lists any.
+	EngineModels map[string][]string
+	// DefaultModel is the one implicit model of a fleet whose engines list
+	// no models.
+	DefaultModel string
+	// PromptAffinity derives an affinity key from a chat's prompt (model,
+	// system messages, first user message) when the request has neither
+	// the X-Conversation-Id header nor a user field (README.md, Affinity).
+	// Off, such requests are spread at random by the weights.
+	PromptAffinity bool
 	// EngineCapacity is an engine's number of concurrent sequences (max
 	// batch × replicas, from the fleet file). Optional: with it, engine
 	// utilisation counts queued and running requests; without it, only
@@ -131,6 +144,8 @@ const DefaultRetryBodyBytes = 64 << 10
 // and no clusters.
 func DefaultConfig() Config {
 	return Config{
+		DefaultModel:          "default",
+		PromptAffinity:        true,
 		StaleAfter:            5 * time.Minute,
 		FilePollInterval:      500 * time.Millisecond,
 		Bucket:                schemas.BucketWeights,
@@ -200,6 +215,9 @@ func (c Config) validateNames() error {
 		if err := checkBaseURL(raw); err != nil {
 			return fmt.Errorf("engine %q: %w", name, err)
 		}
+	}
+	if c.DefaultModel == "" {
+		return errors.New("DefaultModel is empty (the model GET /v1/models lists when engines list none)")
 	}
 	for name, n := range c.EngineCapacity {
 		if n < 0 {

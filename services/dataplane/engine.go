@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"math"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -17,9 +18,10 @@ const maxEngineIDs = 1<<16 - 1
 type engine struct {
 	// Fixed at registration.
 	name     string
-	id       uint16 // 1.. process-wide; 0 when ids ran out
-	url      string // base URL; "" when unknown
-	capacity int    // concurrent sequences; 0 when unknown
+	id       uint16                 // 1.. process-wide; 0 when ids ran out
+	url      string                 // base URL; "" when unknown
+	urls     [len(endpoints)]string // url + each proxied endpoint's path, by affinity.Kind
+	capacity int                    // concurrent sequences; 0 when unknown
 
 	// Hot path, written by the proxy.
 	consec5xx atomic.Int64 // consecutive failures; reset by a success
@@ -107,6 +109,12 @@ func (r *registry) getLocked(name string) *engine {
 		return e
 	}
 	e := &engine{name: name, url: r.urls[name], capacity: r.capacity[name]}
+	if e.url != "" {
+		base := strings.TrimSuffix(e.url, "/")
+		for _, ep := range endpoints {
+			e.urls[ep.kind] = base + ep.path
+		}
+	}
 	if r.nextID <= maxEngineIDs {
 		e.id = uint16(r.nextID)
 		r.nextID++

@@ -33,7 +33,11 @@ func (d *DataPlane) routes() http.Handler {
 	})
 	mux.HandleFunc("/v1/routing", d.serveRouting)
 	mux.HandleFunc("/v1/pick", d.servePick)
-	mux.HandleFunc("/v1/chat/completions", d.serveChat)
+	for _, ep := range endpoints {
+		mux.HandleFunc(ep.path, d.serveProxy(ep))
+	}
+	mux.HandleFunc("/v1/models", d.serveModels)
+	mux.HandleFunc("/v1/models/{model}", d.serveModel)
 	if d.deps.Metrics != nil {
 		mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
 			if allow(w, r, http.MethodGet, http.MethodHead) {
@@ -42,7 +46,7 @@ func (d *DataPlane) routes() http.Handler {
 		})
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s; see /v1/routing, /v1/pick, /v1/chat/completions, /healthz", r.URL.Path))
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %s %s; see /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models, /v1/routing, /v1/pick, /healthz", r.Method, r.URL.Path))
 	})
 	return mux
 }
@@ -57,20 +61,6 @@ func allow(w http.ResponseWriter, r *http.Request, methods ...string) bool {
 	w.Header().Set("Allow", methods[0])
 	writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed; use %s", r.Method, methods[0]))
 	return false
-}
-
-type errorBody struct {
-	Error string `json:"error"`
-}
-
-func writeError(w http.ResponseWriter, code int, msg string) {
-	writeJSON(w, code, errorBody{Error: msg})
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v)
 }
 
 // routingInfo is one cluster's entry of GET /v1/routing.
@@ -117,7 +107,7 @@ func (d *DataPlane) serveRouting(w http.ResponseWriter, r *http.Request) {
 	}
 	c, ok := d.clusters[name]
 	if !ok {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("unknown cluster %q; this data plane serves %v", name, d.cfg.Clusters))
+		writeErrorCode(w, http.StatusNotFound, codeUnknownCluser, fmt.Sprintf("unknown cluster %q; this data plane serves %v", name, d.cfg.Clusters))
 		return
 	}
 	writeJSON(w, http.StatusOK, d.routingInfo(c, now))
@@ -224,22 +214,28 @@ func (d *DataPlane) requestCluster(name string) (*cluster, int, error) {
 }
 
 // answer writes an error and counts it against the cluster.
-func (d *DataPlane) answer(w http.ResponseWriter, c *cluster, code int, msg string) {
-	c.countCode(code)
-	writeError(w, code, msg)
+func (d *DataPlane) answer(w http.ResponseWriter, c *cluster, status int, msg string) {
+	c.countCode(status)
+	writeError(w, status, msg)
+}
+
+// answerCode is answer with a specific envelope code.
+func (d *DataPlane) answerCode(w http.ResponseWriter, c *cluster, status int, code, msg string) {
+	c.countCode(status)
+	writeErrorCode(w, status, code, msg)
 }
 
 // answerPickError maps a pick error to its HTTP answer.
 func (d *DataPlane) answerPickError(w http.ResponseWriter, c *cluster, err error) {
+	w.Header().Set("Retry-After", retryAfterSeconds(d.cfg.RetryAfter))
 	switch {
 	case errors.Is(err, ErrShed):
-		w.Header().Set("Retry-After", retryAfterSeconds(d.cfg.RetryAfter))
-		d.answer(w, c, http.StatusTooManyRequests, "load shedding: the fleet is over capacity for cluster "+c.name+"; retry later")
+		d.answerCode(w, c, http.StatusTooManyRequests, codeShed, "load shedding: the fleet is over capacity for cluster "+c.name+"; retry later")
 	case errors.Is(err, ErrNoSnapshot):
-		w.Header().Set("Retry-After", retryAfterSeconds(d.cfg.RetryAfter))
-		d.answer(w, c, http.StatusServiceUnavailable, "no snapshot yet for cluster "+c.name)
+		d.answerCode(w, c, http.StatusServiceUnavailable, codeNoSnapshot, "no snapshot yet for cluster "+c.name)
+	case errors.Is(err, ErrNoEngine):
+		d.answerCode(w, c, http.StatusServiceUnavailable, codeNoEngine, err.Error()+" for cluster "+c.name)
 	default:
-		w.Header().Set("Retry-After", retryAfterSeconds(d.cfg.RetryAfter))
 		d.answer(w, c, http.StatusServiceUnavailable, err.Error()+" for cluster "+c.name)
 	}
 }

@@ -209,6 +209,7 @@ type engineStub struct {
 	gate   chan struct{}
 	header atomic.Value // last request's headers
 	body   atomic.Value // last request's body
+	path   atomic.Value // last request's path
 }
 
 func newEngine(t testing.TB, name string) *engineStub {
@@ -226,7 +227,8 @@ func (e *engineStub) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	if r.URL.Path != "/v1/chat/completions" || r.Method != http.MethodPost {
+	kind, ok := stubPaths[r.URL.Path]
+	if !ok || r.Method != http.MethodPost {
 		http.Error(w, "not found", http.StatusNotFound)
 		return
 	}
@@ -234,31 +236,46 @@ func (e *engineStub) serve(w http.ResponseWriter, r *http.Request) {
 	e.hits.Add(1)
 	e.header.Store(r.Header.Clone())
 	e.body.Store(body)
+	e.path.Store(r.URL.Path)
 	if d := e.delay.Load(); d > 0 {
 		time.Sleep(time.Duration(d))
 	}
 	if c := e.code.Load(); c != 0 {
-		http.Error(w, `{"error":"engine failure"}`, int(c))
+		http.Error(w, `{"error":{"message":"engine failure","type":"server_error","param":null,"code":"engine"}}`, int(c))
 		return
 	}
 	if bytes.Contains(body, []byte(`"stream":true`)) {
-		e.stream(w)
+		e.stream(w, kind)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	fmt.Fprintf(w, `{"id":"cmpl-1","object":"chat.completion","model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}`, e.name)
+	switch kind {
+	case "completion":
+		fmt.Fprintf(w, `{"id":"cmpl-1","object":"text_completion","created":1,"model":%q,"choices":[{"index":0,"text":"hi","finish_reason":"stop","logprobs":null}]}`, e.name)
+	case "embedding":
+		fmt.Fprintf(w, `{"object":"list","model":%q,"data":[{"object":"embedding","index":0,"embedding":[0.5,0.25]}],"usage":{"prompt_tokens":1,"total_tokens":1}}`, e.name)
+	default:
+		fmt.Fprintf(w, `{"id":"cmpl-1","object":"chat.completion","created":1,"model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}`, e.name)
+	}
 }
+
+// stubPaths are the OpenAI endpoints the stub engine serves.
+var stubPaths = map[string]string{"/v1/chat/completions": "chat", "/v1/completions": "completion", "/v1/embeddings": "embedding"}
 
 // stream answers with three SSE chunks and [DONE]; with a gate set, it
 // waits on the gate before each chunk after the first.
-func (e *engineStub) stream(w http.ResponseWriter) {
+func (e *engineStub) stream(w http.ResponseWriter, kind string) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	fl := w.(http.Flusher)
 	for i := range 3 {
 		if i > 0 && e.gate != nil {
 			<-e.gate
 		}
-		fmt.Fprintf(w, "data: {\"choices\":[{\"delta\":{\"content\":\"tok%d\"}}]}\n\n", i)
+		if kind == "completion" {
+			fmt.Fprintf(w, "data: {\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"created\":1,\"model\":%q,\"choices\":[{\"index\":0,\"text\":\"tok%d\",\"finish_reason\":null}]}\n\n", e.name, i)
+		} else {
+			fmt.Fprintf(w, "data: {\"id\":\"cmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":%q,\"choices\":[{\"index\":0,\"delta\":{\"content\":\"tok%d\"}}]}\n\n", e.name, i)
+		}
 		fl.Flush()
 	}
 	fmt.Fprint(w, "data: [DONE]\n\n")

@@ -8,6 +8,8 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/ilb-router/ilb/services/internal/affinity"
 )
 
 // Metric names are a contract: the Grafana dashboard and README.md use
@@ -32,6 +34,7 @@ const (
 	metricEjections    = "ilb_dataplane_ejections_total"
 	metricSignalsBad   = "ilb_dataplane_signals_rejected_total"
 	metricStale        = "ilb_dataplane_snapshot_stale"
+	metricKeySource    = "ilb_dataplane_picks_by_key_source_total"
 	instrumentationLib = "github.com/ilb-router/ilb/services/dataplane"
 )
 
@@ -45,9 +48,9 @@ type metrics struct {
 
 // observables are the asynchronous instruments the callback reports.
 type observables struct {
-	picks, fallbacks, retries, denied, unreplayable, shed, requests, throttled metric.Int64ObservableCounter
-	version, inflight, available, stale                                        metric.Int64ObservableGauge
-	age                                                                        metric.Float64ObservableGauge
+	picks, fallbacks, retries, denied, unreplayable, shed, requests, throttled, keySource metric.Int64ObservableCounter
+	version, inflight, available, stale                                                   metric.Int64ObservableGauge
+	age                                                                                   metric.Float64ObservableGauge
 }
 
 func newMetrics(mp metric.MeterProvider, d *DataPlane) (*metrics, error) {
@@ -86,6 +89,9 @@ func newMetrics(mp metric.MeterProvider, d *DataPlane) (*metrics, error) {
 	add(err)
 	obs.throttled, err = m.Int64ObservableCounter(metricThrottled, metric.WithDescription("Requests rejected by client-side throttling (503)."))
 	add(err)
+	obs.keySource, err = m.Int64ObservableCounter(metricKeySource,
+		metric.WithDescription("Proxied requests picked, by where their affinity key came from: header, user, prompt or none."))
+	add(err)
 	obs.version, err = m.Int64ObservableGauge(metricVersion, metric.WithDescription("Version of the snapshot in use; 0 before the first."))
 	add(err)
 	obs.age, err = m.Float64ObservableGauge(metricAge, metric.WithUnit("s"), metric.WithDescription("now − created_at of the snapshot in use."))
@@ -104,7 +110,7 @@ func newMetrics(mp metric.MeterProvider, d *DataPlane) (*metrics, error) {
 	out.reg, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		d.observe(o, &obs)
 		return nil
-	}, obs.picks, obs.fallbacks, obs.retries, obs.denied, obs.unreplayable, obs.shed, obs.requests, obs.throttled,
+	}, obs.picks, obs.fallbacks, obs.retries, obs.denied, obs.unreplayable, obs.shed, obs.requests, obs.throttled, obs.keySource,
 		obs.version, obs.age, obs.stale, obs.inflight, obs.available)
 	if err != nil {
 		return nil, fmt.Errorf("dataplane: metrics: %w", err)
@@ -132,6 +138,9 @@ func (d *DataPlane) observe(o metric.Observer, obs *observables) {
 		o.ObserveInt64(obs.throttled, c.throttled.Load(), one)
 		for f := reasonUnhealthy; f <= reasonStale; f++ {
 			o.ObserveInt64(obs.fallbacks, c.fallbacks[f].Load(), metric.WithAttributes(cl, attribute.String("reason", f.String())))
+		}
+		for _, src := range affinity.Sources {
+			o.ObserveInt64(obs.keySource, c.keySources[src].Load(), metric.WithAttributes(cl, attribute.String("source", src.String())))
 		}
 		for code := range c.codes {
 			if n := c.codes[code].Load(); n > 0 {

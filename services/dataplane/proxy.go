@@ -3,7 +3,6 @@ package dataplane
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,13 +17,15 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/ilb-router/ilb/solver/sched"
+	"github.com/ilb-router/ilb/services/internal/affinity"
 )
 
-// chatRequest is what the proxy knows of an incoming chat completion.
-type chatRequest struct {
+// proxyRequest is what the proxy knows of an incoming request.
+type proxyRequest struct {
+	ep      endpoint
 	cluster string
-	hash    uint64
+	key     affinity.Key
+	hash    uint64      // key.Hash, or a random hash when there is no key
 	body    []byte      // the whole body, when it had to be read
 	stream  *bodyReader // the unread body, when the headers sufficed
 	size    int64       // Content-Length of the incoming request
@@ -33,9 +34,9 @@ type chatRequest struct {
 }
 
 // replayable reports whether the body can be sent again for a retry.
-func (in *chatRequest) replayable() bool { return in.stream == nil || in.stream.n.Load() == 0 }
+func (in *proxyRequest) replayable() bool { return in.stream == nil || in.stream.n.Load() == 0 }
 
-func (in *chatRequest) reader() io.Reader {
+func (in *proxyRequest) reader() io.Reader {
 	if in.stream != nil {
 		return in.stream
 	}
@@ -58,67 +59,72 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// serveChat proxies POST /v1/chat/completions to the picked engine.
-func (d *DataPlane) serveChat(w http.ResponseWriter, r *http.Request) {
-	if !allow(w, r, http.MethodPost) {
-		return
+// serveProxy returns the handler that proxies POST ep.path to the picked
+// engine.
+func (d *DataPlane) serveProxy(ep endpoint) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !allow(w, r, http.MethodPost) {
+			return
+		}
+		ctx := d.prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+		ctx, span := d.tracer.Start(ctx, "ilb.dataplane.route", trace.WithSpanKind(trace.SpanKindServer))
+		defer span.End()
+		in, code, err := d.readRequest(w, r, ep)
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+			writeError(w, code, err.Error())
+			return
+		}
+		in.ctx, in.span = ctx, span
+		d.route(w, r, in)
 	}
-	ctx := d.prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-	ctx, span := d.tracer.Start(ctx, "ilb.dataplane.route", trace.WithSpanKind(trace.SpanKindServer))
-	defer span.End()
-	in, code, err := d.readChat(w, r)
-	if err != nil {
-		span.SetStatus(codes.Error, err.Error())
-		writeError(w, code, err.Error())
-		return
-	}
-	in.ctx, in.span = ctx, span
+}
+
+// route runs the guardrails for a read request and forwards it.
+func (d *DataPlane) route(w http.ResponseWriter, r *http.Request, in *proxyRequest) {
 	c, code, err := d.requestCluster(in.cluster)
 	if err != nil {
 		writeError(w, code, err.Error())
 		return
 	}
 	if len(d.cfg.EngineURLs) == 0 {
-		d.answer(w, c, http.StatusBadGateway, "no engine URLs configured: this data plane only answers /v1/pick (give engines with --engine NAME=URL or --fleet)")
+		d.answerCode(w, c, http.StatusBadGateway, codeUpstream, "no engine URLs configured: this data plane only answers /v1/pick (give engines with --engine NAME=URL or --fleet)")
 		return
 	}
 	p := c.cur.Load()
-	span.SetAttributes(attribute.String("ilb.cluster", c.name), attribute.Int64("ilb.snapshot_version", int64(p.version)))
+	in.span.SetAttributes(attribute.String("ilb.cluster", c.name), attribute.Int64("ilb.snapshot_version", int64(p.version)),
+		attribute.String("ilb.key_source", in.key.Source.String()))
 	if p.err == nil && !c.throttle.admit(d.rand()) {
 		c.throttled.Add(1)
 		w.Header().Set("Retry-After", retryAfterSeconds(d.cfg.RetryAfter))
-		d.answer(w, c, http.StatusServiceUnavailable, "engines are rejecting requests; throttled locally, retry later")
+		d.answerCode(w, c, http.StatusServiceUnavailable, codeThrottled, "engines are rejecting requests; throttled locally, retry later")
 		return
 	}
-	ch, ongoing, err := d.decide(c, p, in.hash)
+	ch, ongoing, err := d.decideKey(c, p, in.hash, in.key.First)
 	if err != nil {
-		span.SetStatus(codes.Error, err.Error())
+		in.span.SetStatus(codes.Error, err.Error())
 		d.answerPickError(w, c, err)
 		return
 	}
+	c.keySources[in.key.Source].Add(1)
 	c.budget.request()
 	d.forward(w, r, c, p, in, ch, ongoing)
 }
 
-// chatFields are the body fields the proxy reads: the affinity key and
-// the cluster.
-type chatFields struct {
-	User    string `json:"user"`
-	Cluster string `json:"cluster"`
-}
-
-// readChat finds the affinity key and the cluster. When the headers give
-// both, the body is not parsed: it is read if it fits RetryBodyBytes (so
-// that it can be retried) and streamed otherwise. Else it is read (at
-// most MaxBodyBytes) and parsed for the user and cluster fields.
-func (d *DataPlane) readChat(w http.ResponseWriter, r *http.Request) (*chatRequest, int, error) {
-	key, cl := r.Header.Get(HeaderConversation), r.Header.Get(HeaderCluster)
-	in := &chatRequest{cluster: cl, size: r.ContentLength}
+// readRequest finds the affinity key and the cluster. When the headers
+// give both, the body is not parsed: it is read if it fits
+// RetryBodyBytes (so that it can be retried) and streamed otherwise. Else
+// it is read (at most MaxBodyBytes) and parsed for the user, cluster and
+// prompt (affinity.ParseBody).
+func (d *DataPlane) readRequest(w http.ResponseWriter, r *http.Request, ep endpoint) (*proxyRequest, int, error) {
+	header, cl := r.Header.Get(HeaderConversation), r.Header.Get(HeaderCluster)
+	in := &proxyRequest{ep: ep, cluster: cl, size: r.ContentLength}
 	limited := http.MaxBytesReader(w, r.Body, d.cfg.MaxBodyBytes)
 	if r.ContentLength > d.cfg.MaxBodyBytes {
 		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("request body over %d bytes", d.cfg.MaxBodyBytes)
 	}
-	if key != "" && (cl != "" || d.single != nil) {
+	var b affinity.Body
+	if header != "" && (cl != "" || d.single != nil) {
 		if err := d.bufferOrStream(in, limited, r.ContentLength); err != nil {
 			return nil, bodyErrorCode(err), d.bodyError(err)
 		}
@@ -127,16 +133,14 @@ func (d *DataPlane) readChat(w http.ResponseWriter, r *http.Request) (*chatReque
 		if err != nil {
 			return nil, bodyErrorCode(err), d.bodyError(err)
 		}
-		var f chatFields
-		if err := json.Unmarshal(body, &f); err != nil {
-			return nil, http.StatusBadRequest, fmt.Errorf("request body is not a JSON chat completion request: %v", err)
+		if b, err = affinity.ParseBody(ep.kind, body, d.cfg.PromptAffinity); err != nil {
+			return nil, http.StatusBadRequest, err
 		}
-		in.body, key, in.cluster = body, firstNonEmpty(key, f.User), firstNonEmpty(cl, f.Cluster)
-		in.size = int64(len(body))
+		in.body, in.cluster, in.size = body, firstNonEmpty(cl, b.Cluster), int64(len(body))
 	}
-	if key != "" {
-		in.hash = sched.HashKey(key)
-	} else {
+	in.key = affinity.Resolve(header, b)
+	in.hash = in.key.Hash
+	if in.key.Source == affinity.None {
 		// No affinity key: any engine will do; a random hash spreads
 		// such requests by the weights.
 		in.hash = mix64(uint64(d.rand() * (1 << 53)))
@@ -148,7 +152,7 @@ func (d *DataPlane) readChat(w http.ResponseWriter, r *http.Request) (*chatReque
 // RetryBodyBytes, so that it can be sent again, and otherwise streams it
 // to the engine: unread when its length says it is larger, else with the
 // part read to find out put back in front.
-func (d *DataPlane) bufferOrStream(in *chatRequest, body io.Reader, length int64) error {
+func (d *DataPlane) bufferOrStream(in *proxyRequest, body io.Reader, length int64) error {
 	if length > d.cfg.RetryBodyBytes {
 		in.stream = &bodyReader{r: body}
 		return nil
@@ -184,7 +188,7 @@ func (d *DataPlane) bodyError(err error) error {
 // forward sends the request to the chosen engine, retrying on the next
 // choice after a connection error or a 5xx while the retry budget allows
 // and nothing was written to the client, then streams the answer back.
-func (d *DataPlane) forward(w http.ResponseWriter, r *http.Request, c *cluster, p *picker, in *chatRequest, ch choice, ongoing bool) {
+func (d *DataPlane) forward(w http.ResponseWriter, r *http.Request, c *cluster, p *picker, in *proxyRequest, ch choice, ongoing bool) {
 	var tr tried
 	for attempt := 0; ; attempt++ {
 		s := &p.slots[ch.idx]
@@ -211,7 +215,7 @@ func (d *DataPlane) forward(w http.ResponseWriter, r *http.Request, c *cluster, 
 // nextAttempt decides whether a failed attempt is retried, and where: the
 // conversation's next choice among engines not tried yet, paid from the
 // retry budget only when there is one.
-func (d *DataPlane) nextAttempt(c *cluster, p *picker, in *chatRequest, ch choice, tr *tried,
+func (d *DataPlane) nextAttempt(c *cluster, p *picker, in *proxyRequest, ch choice, tr *tried,
 	resp *http.Response, err error, attempt int, ongoing bool) (choice, bool) {
 	if !d.shouldRetry(c, resp, err, attempt, in) {
 		return choice{}, false
@@ -225,11 +229,11 @@ func (d *DataPlane) nextAttempt(c *cluster, p *picker, in *chatRequest, ch choic
 }
 
 // send makes one attempt and records its outcome for outlier detection.
-func (d *DataPlane) send(in *chatRequest, r *http.Request, s *slot) (*http.Response, error) {
+func (d *DataPlane) send(in *proxyRequest, r *http.Request, s *slot) (*http.Response, error) {
 	if s.eng.url == "" {
 		return nil, errors.New("no URL configured for it (give one with --engine or the fleet file)")
 	}
-	req, err := http.NewRequestWithContext(in.ctx, http.MethodPost, strings.TrimSuffix(s.eng.url, "/")+"/v1/chat/completions", in.reader())
+	req, err := http.NewRequestWithContext(in.ctx, http.MethodPost, s.eng.urls[in.ep.kind], in.reader())
 	if err != nil {
 		return nil, fmt.Errorf("engine %q: %w", s.eng.name, err)
 	}
@@ -253,7 +257,7 @@ func (d *DataPlane) send(in *chatRequest, r *http.Request, s *slot) (*http.Respo
 
 // shouldRetry reports whether a failed attempt may be retried, counting
 // the failures that are not only because the body was streamed away.
-func (d *DataPlane) shouldRetry(c *cluster, resp *http.Response, err error, attempt int, in *chatRequest) bool {
+func (d *DataPlane) shouldRetry(c *cluster, resp *http.Response, err error, attempt int, in *proxyRequest) bool {
 	if attempt >= d.cfg.MaxRetries || in.ctx.Err() != nil || tooLarge(err) || (err == nil && resp.StatusCode < 500) {
 		return false
 	}
@@ -279,7 +283,7 @@ func discard(resp *http.Response) {
 
 // respond writes the engine's answer (or a 502 when there is none) to the
 // client, streaming the body and flushing each chunk of an event stream.
-func (d *DataPlane) respond(w http.ResponseWriter, c *cluster, p *picker, s *slot, in *chatRequest, ch choice, resp *http.Response, err error, retries int) {
+func (d *DataPlane) respond(w http.ResponseWriter, c *cluster, p *picker, s *slot, in *proxyRequest, ch choice, resp *http.Response, err error, retries int) {
 	in.span.SetAttributes(attribute.String("ilb.engine", s.eng.name), attribute.Int("ilb.retries", retries))
 	if ch.reason != noFallback {
 		in.span.SetAttributes(attribute.String("ilb.fallback", ch.reason.String()))
@@ -294,7 +298,7 @@ func (d *DataPlane) respond(w http.ResponseWriter, c *cluster, p *picker, s *slo
 		}
 		c.throttle.outcome(false)
 		in.span.SetStatus(codes.Error, err.Error())
-		d.answer(w, c, http.StatusBadGateway, fmt.Sprintf("engine %s: %v", s.eng.name, err))
+		d.answerCode(w, c, http.StatusBadGateway, codeUpstream, fmt.Sprintf("engine %s: %v", s.eng.name, err))
 		return
 	}
 	defer resp.Body.Close()

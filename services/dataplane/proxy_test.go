@@ -142,7 +142,7 @@ func TestHTTPErrors(t *testing.T) {
 			}
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, req)
-			msg := decodeJSON[errorBody](t, rec).Error
+			msg := decodeJSON[errorBody](t, rec).Error.Message
 			if rec.Code != tc.code || !strings.Contains(msg, tc.msg) ||
 				rec.Header().Get("Content-Type") != "application/json" {
 				t.Fatalf("%s %s: %d %q, want %d containing %q", tc.method, tc.path, rec.Code, rec.Body, tc.code, tc.msg)

@@ -7,11 +7,20 @@ package dataplane
 // the pick, and reports whether the conversation was ongoing (retries
 // pick again with the same view). It takes no lock and does not allocate.
 func (d *DataPlane) decide(c *cluster, p *picker, h uint64) (choice, bool, error) {
+	return d.decideKey(c, p, h, false)
+}
+
+// decideKey is decide for a key that may open its conversation (first):
+// such a request counts as new however recently its key was seen, since
+// a prompt-derived key is shared by every conversation that starts with
+// the same words (affinity.Key.First).
+func (d *DataPlane) decideKey(c *cluster, p *picker, h uint64, first bool) (choice, bool, error) {
 	if p.err != nil {
 		return choice{}, false, p.err
 	}
 	epoch := uint8(d.epoch.Load())
 	m, ongoing := c.convos.lookup(h, epoch)
+	ongoing = ongoing && !first
 	c.mix.a.Add(1)
 	if !ongoing {
 		c.mix.b.Add(1)
