@@ -150,11 +150,10 @@ func TestKeySourcePrecedence(t *testing.T) {
 // conversation, so the bounded-load spill spreads them instead of piling
 // them all on the key's engine.
 func TestSameOpeningSpreadsUnderLoad(t *testing.T) {
-	d, es, h := proxyFixture(t, nil, "eng-a", "eng-b", "eng-c", "eng-d")
+	_, es, h := proxyFixture(t, nil, "eng-a", "eng-b", "eng-c", "eng-d")
 	for _, e := range es {
 		e.delay.Store(int64(5 * time.Millisecond))
 	}
-	_ = d
 	body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
 	var mu sync.Mutex
 	served := map[string]int{}

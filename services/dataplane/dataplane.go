@@ -136,8 +136,8 @@ func newTransport(cfg Config) *http.Transport {
 }
 
 // Handler serves the data plane's HTTP API (README.md): /healthz,
-// /v1/routing, /v1/pick, /v1/chat/completions and, when Deps.Metrics is
-// set, /metrics.
+// /v1/routing, /v1/pick, /v1/chat/completions, /v1/completions,
+// /v1/embeddings, /v1/models and, when Deps.Metrics is set, /metrics.
 func (d *DataPlane) Handler() http.Handler { return d.handler }
 
 // Health returns the readiness the data plane reports on /healthz: one

@@ -3,7 +3,9 @@
 // snapshot's selection table, applies local guardrails (engine health and
 // ready replicas, outlier ejection, bounded-load spill, load shedding,
 // client-side throttling, a retry budget) and proxies OpenAI-compatible
-// chat completions to the picked engine, streaming included.
+// chat completions, completions and embeddings to the picked engine,
+// streaming included. Requests without a conversation id or user get an
+// affinity key derived from their prompt (services/internal/affinity).
 //
 // Snapshots come from the JetStream KV bucket (one key per cluster), from a
 // JSON file reloaded on change, or from SetSnapshot. Every snapshot is

@@ -25,6 +25,7 @@ const (
 func (s *Sim) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /engines/{name}/v1/chat/completions", s.handleChat)
+	mux.HandleFunc("POST /engines/{name}/v1/completions", s.handleCompletion)
 	mux.HandleFunc("GET /engines/{name}/v1/models", s.handleModels)
 	mux.HandleFunc("GET /engines/{name}/health", s.handleHealth)
 	mux.HandleFunc("POST /engines/{name}/fault", s.handleFault)
@@ -48,6 +49,13 @@ func (s *Sim) engineFor(w http.ResponseWriter, r *http.Request) *simEngine {
 }
 
 func (s *Sim) handleChat(w http.ResponseWriter, r *http.Request) {
+	s.handleParsed(w, r, func(body []byte) (parsedChat, error) {
+		return parseChat(body, s.cfg.DefaultOutputTokens, s.cfg.MaxOutputTokens)
+	})
+}
+
+// handleParsed serves a chat or text completion whose body parse reads.
+func (s *Sim) handleParsed(w http.ResponseWriter, r *http.Request, parse func([]byte) (parsedChat, error)) {
 	e := s.engineFor(w, r)
 	if e == nil {
 		return
@@ -62,7 +70,7 @@ func (s *Sim) handleChat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "reading body: "+err.Error())
 		return
 	}
-	p, err := parseChat(body, s.cfg.DefaultOutputTokens, s.cfg.MaxOutputTokens)
+	p, err := parse(body)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
 		return
@@ -141,7 +149,7 @@ func (s *Sim) await(w http.ResponseWriter, r *http.Request, e *simEngine, c *cal
 
 func (s *Sim) completion(e *simEngine, p *parsedChat, d *engine.Done) *chatResponse {
 	reason := p.finishReason()
-	return &chatResponse{
+	out := &chatResponse{
 		ID:      completionID(e.name, d.ID),
 		Object:  "chat.completion",
 		Created: time.Now().Unix(),
@@ -152,6 +160,11 @@ func (s *Sim) completion(e *simEngine, p *parsedChat, d *engine.Done) *chatRespo
 		}},
 		Usage: newUsage(d.PromptTokens, d.CachedTokens, d.OutputTokens),
 	}
+	if p.text {
+		text := out.Choices[0].Message.Content
+		out.Object, out.Choices[0].Message, out.Choices[0].Text = "text_completion", nil, &text
+	}
+	return out
 }
 
 func completionID(engine string, id uint64) string {

@@ -70,6 +70,7 @@ type parsedChat struct {
 	stream       bool
 	includeUsage bool
 	user         string
+	text         bool // a text completion (/v1/completions), not a chat
 }
 
 // parseChat decodes and checks a request body. Output tokens are
@@ -126,6 +127,7 @@ type chatResponse struct {
 type chatChoice struct {
 	Index        int         `json:"index"`
 	Message      *chatOutput `json:"message,omitempty"`
+	Text         *string     `json:"text,omitempty"` // text completions
 	Delta        *chatOutput `json:"delta,omitempty"`
 	FinishReason *string     `json:"finish_reason"`
 	Logprobs     *struct{}   `json:"logprobs"`

@@ -79,7 +79,11 @@ func (s *Sim) newSSE(w http.ResponseWriter, e *simEngine, c *call, p *parsedChat
 	model, _ := json.Marshal(modelName(p, e))
 	prefix := []byte(`data: {"id":"`)
 	prefix = append(prefix, completionID(e.name, c.req.ID)...)
-	prefix = append(prefix, `","object":"chat.completion.chunk","created":`...)
+	object := `","object":"chat.completion.chunk","created":`
+	if p.text {
+		object = `","object":"text_completion","created":`
+	}
+	prefix = append(prefix, object...)
 	prefix = strconv.AppendInt(prefix, time.Now().Unix(), 10)
 	prefix = append(prefix, `,"model":`...)
 	prefix = append(prefix, model...)
@@ -90,6 +94,13 @@ func (s *Sim) newSSE(w http.ResponseWriter, e *simEngine, c *call, p *parsedChat
 // chunk sends the next n tokens; false when the client is gone.
 func (x *sse) chunk(n int) bool {
 	b := append(x.buf[:0], x.prefix...)
+	if x.p.text {
+		b = append(b, `{"index":0,"text":"`...)
+		b = append(b, x.filler[x.sent*BytesPerToken:(x.sent+n)*BytesPerToken]...)
+		b = append(b, `","logprobs":null,"finish_reason":null}]}`+"\n\n"...)
+		x.sent += n
+		return x.write(b)
+	}
 	b = append(b, `{"index":0,"delta":{`...)
 	if x.sent == 0 {
 		b = append(b, `"role":"assistant",`...)
@@ -111,7 +122,11 @@ func (x *sse) finish(res *result) {
 		return
 	}
 	b := append(x.buf[:0], x.prefix...)
-	b = append(b, `{"index":0,"delta":{},"logprobs":null,"finish_reason":"`...)
+	if x.p.text {
+		b = append(b, `{"index":0,"text":"","logprobs":null,"finish_reason":"`...)
+	} else {
+		b = append(b, `{"index":0,"delta":{},"logprobs":null,"finish_reason":"`...)
+	}
 	b = append(b, x.p.finishReason()...)
 	b = append(b, `"}]}`+"\n\n"...)
 	if x.p.includeUsage {

@@ -15,7 +15,8 @@ import (
 const dataplaneAbout = `Runs the data plane of one or more front-end clusters: it caches each
 cluster's weight snapshot, picks an engine per request, applies the local
 guardrails (engine health, outlier ejection, bounded-load spill, shedding,
-retry budget) and proxies OpenAI-compatible chat completions.
+retry budget) and proxies OpenAI-compatible requests (chat completions,
+completions, embeddings).
 
 Weights come from exactly one of:
   --snapshot FILE   a JSON snapshot (the KV value format), reloaded when the
@@ -27,8 +28,14 @@ default with --nats, from 127.0.0.1:9092; --no-kafka turns it off).
 Engine URLs come from --fleet (the engines' url fields) and --engine
 NAME=URL; without any, the data plane only answers /v1/pick.
 
+Affinity: the X-Conversation-Id header, else the body's user field, else
+(unless --prompt-affinity=false) a key derived from the chat's model,
+system prompt and first user message, so every turn of a conversation
+from an unmodified OpenAI client reaches the same engine.
+
 HTTP: GET /healthz, GET /v1/routing[?cluster=NAME], POST /v1/pick,
-POST /v1/chat/completions, GET /metrics.`
+POST /v1/chat/completions, POST /v1/completions, POST /v1/embeddings,
+GET /v1/models, GET /metrics.`
 
 // namesFlag is a repeatable flag whose values may also be comma-separated.
 type namesFlag []string
@@ -86,6 +93,9 @@ func parseDataplane(e *env, args []string) (dataplane.Config, *dataplaneFlags, e
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", cfg.MaxBodyBytes, "largest request body accepted")
 	fs.Int64Var(&cfg.RetryBodyBytes, "retry-body-bytes", cfg.RetryBodyBytes,
 		"largest body of a header-routed chat request kept so a failed attempt can be retried; larger ones are streamed (0: stream all)")
+	fs.BoolVar(&cfg.PromptAffinity, "prompt-affinity", cfg.PromptAffinity,
+		"derive a chat's affinity key from its model, system prompt and first user message when it has no X-Conversation-Id or user")
+	fs.StringVar(&cfg.DefaultModel, "default-model", cfg.DefaultModel, "the model GET /v1/models lists when no engine lists models")
 	if err := parseFlags(fs, e, args); err != nil {
 		return cfg, nil, err
 	}

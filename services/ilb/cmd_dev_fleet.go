@@ -212,7 +212,8 @@ func (d *devFleet) buildServer() error {
 	ch := d.console.Handler()
 	mux.Handle("GET /{$}", ch)
 	mux.Handle("GET /api/state", ch)
-	for _, path := range []string{"/v1/routing", "/v1/pick", "/v1/chat/completions", "/metrics"} {
+	for _, path := range []string{"/v1/routing", "/v1/pick", "/v1/chat/completions", "/v1/completions",
+		"/v1/embeddings", "/v1/models", "/v1/models/", "/metrics"} {
 		mux.Handle(path, d.dp.Handler())
 	}
 	mux.Handle("GET /healthz", d.health)
