@@ -39,6 +39,10 @@ type Config struct {
 	// MaxCompletionsPerScrape bounds the completion events synthesized
 	// from one interval; the rest are counted, not sent.
 	MaxCompletionsPerScrape int
+	// MaxGapIntervals bounds the interval, in scrape intervals, whose
+	// counters' growth is turned into completions: after a longer gap
+	// (failed scrapes) the growth is a baseline, not a burst.
+	MaxGapIntervals int
 
 	// Kafka is where events go; no brokers means only OnEvent sees them.
 	Kafka    kafka.ClientConfig
@@ -66,6 +70,7 @@ func DefaultConfig() Config {
 		ScrapeTimeout:           3 * time.Second,
 		MaxBodyBytes:            32 << 20,
 		MaxCompletionsPerScrape: 10_000,
+		MaxGapIntervals:         6,
 		Kafka:                   kafka.DefaultClientConfig(),
 		Producer:                pc,
 		Topic:                   schemas.TopicSignals,
@@ -82,6 +87,8 @@ func (c Config) Validate() error {
 	case c.MaxBodyBytes < 1 || c.MaxCompletionsPerScrape < 0:
 		return fmt.Errorf("adapter: max body %d bytes must be positive, max completions %d not negative",
 			c.MaxBodyBytes, c.MaxCompletionsPerScrape)
+	case c.MaxGapIntervals < 2:
+		return fmt.Errorf("adapter: max gap %d intervals must be at least 2 (one failed scrape)", c.MaxGapIntervals)
 	}
 	if err := c.validateTargets(); err != nil {
 		return err

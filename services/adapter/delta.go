@@ -8,9 +8,13 @@ import (
 )
 
 // Interval is what an engine did between two scrapes: the growth of its
-// counters and histograms. A counter or histogram that shrank was reset
-// (the engine restarted), and its growth is its new value, as in
-// Prometheus's rate().
+// counters and histograms, series by series. A series that shrank, or
+// whose incarnation changed (its NAME_created time or pid label), or any
+// series after process_start_time_seconds changed, was reset by a
+// restart: its growth is its new value, as in Prometheus's rate(). A
+// series that disappeared adds nothing, so no growth is ever negative
+// and one data-parallel core restarting cannot turn the other cores'
+// lifetime totals into a burst of completions.
 type Interval struct {
 	Finished, Aborted          float64
 	PromptTokens, OutputTokens float64
@@ -22,40 +26,67 @@ type Interval struct {
 	// FinishedKnown is false when the engine exports no finished-requests
 	// counter; then the TTFT histogram's growth counts the requests.
 	FinishedKnown bool
+	// Restarted says the server restarted between the scrapes (its
+	// process start time changed).
+	Restarted bool
 }
 
 // Diff returns the interval from prev to cur.
 func Diff(prev, cur Sample) Interval {
-	return Interval{
-		Finished:       grow(prev.Finished, cur.Finished),
-		Aborted:        grow(prev.Aborted, cur.Aborted),
-		PromptTokens:   grow(prev.PromptTokens, cur.PromptTokens),
-		OutputTokens:   grow(prev.OutputTokens, cur.OutputTokens),
-		CachedTokens:   grow(prev.CachedTokens, cur.CachedTokens),
+	r := prev.StartTime > 0 && cur.StartTime > 0 && prev.StartTime != cur.StartTime
+	iv := Interval{
+		Finished:       grow(prev.Finished, cur.Finished, r),
+		Aborted:        grow(prev.Aborted, cur.Aborted, r),
+		PromptTokens:   grow(prev.PromptTokens, cur.PromptTokens, r),
+		OutputTokens:   grow(prev.OutputTokens, cur.OutputTokens, r),
+		CachedTokens:   grow(prev.CachedTokens, cur.CachedTokens, r),
 		CachedKnown:    cur.CachedTokens.Present,
 		HitRate:        cur.HitRate,
-		TTFT:           growHistogram(prev.TTFT, cur.TTFT),
-		TBOT:           growHistogram(prev.TBOT, cur.TBOT),
+		TTFT:           growHistogram(prev.TTFT, cur.TTFT, r),
+		TBOT:           growHistogram(prev.TBOT, cur.TBOT, r),
 		PerRequestTBOT: cur.PerRequestTBOT,
 		FinishedKnown:  cur.Finished.Present,
+		Restarted:      r,
 	}
+	if cur.FinishedIncludesAborted {
+		iv.Finished = max(iv.Finished-iv.Aborted, 0)
+	}
+	return iv
 }
 
-func grow(prev, cur Counter) float64 {
-	switch {
-	case !cur.Present:
-		return 0
-	case !prev.Present || cur.Value < prev.Value:
-		return cur.Value
+// grow is a counter's growth: the sum of its series' growths.
+func grow(prev, cur Counter, restarted bool) float64 {
+	total := 0.0
+	for _, c := range cur.parts {
+		i := slices.IndexFunc(prev.parts, func(p counterPart) bool { return p.key == c.key })
+		switch {
+		case i < 0 || restarted || prev.parts[i].incarnation != c.incarnation || c.value < prev.parts[i].value:
+			total += c.value
+		default:
+			total += c.value - prev.parts[i].value
+		}
 	}
-	return cur.Value - prev.Value
+	return total
 }
 
-func growHistogram(prev, cur Histogram) Histogram {
-	if !cur.Present {
-		return Histogram{}
+// growHistogram is a histogram's growth: the sum of its series' growths.
+func growHistogram(prev, cur Histogram, restarted bool) Histogram {
+	var d Histogram
+	for _, c := range cur.parts {
+		i := slices.IndexFunc(prev.parts, func(p histogramPart) bool { return p.key == c.key })
+		g := c.h
+		if i >= 0 && !restarted && prev.parts[i].incarnation == c.incarnation {
+			g = growSeries(prev.parts[i].h, c.h)
+		}
+		d.add(g)
 	}
-	if !prev.Present || cur.Count < prev.Count || !slices.Equal(prev.Bounds, cur.Bounds) {
+	return d
+}
+
+// growSeries is one series' growth from prev to cur: cur itself when it
+// shrank or changed buckets (a reset).
+func growSeries(prev, cur Histogram) Histogram {
+	if cur.Count < prev.Count || !slices.Equal(prev.Bounds, cur.Bounds) {
 		return cur
 	}
 	d := Histogram{Bounds: cur.Bounds, Counts: make([]float64, len(cur.Counts)), Present: true,

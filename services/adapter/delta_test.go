@@ -165,12 +165,14 @@ func BenchmarkScrapeToEvents(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	prev, err := Parse(bytes.NewReader(body), KindVLLM)
+	prevBody, err := os.ReadFile(filepath.Join("testdata", "vllm-v1-a.prom"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	prev.Finished.Value -= 40
-	prev.TTFT = Histogram{}
+	prev, err := Parse(bytes.NewReader(prevBody), KindVLLM)
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {

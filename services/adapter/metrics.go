@@ -14,11 +14,12 @@ const (
 	metricScrapes = "ilb.adapter.scrapes"
 	metricEvents  = "ilb.adapter.completions"
 	metricDropped = "ilb.adapter.completions_dropped"
+	metricSkipped = "ilb.adapter.intervals_skipped"
 	scopeName     = "github.com/ilb-router/ilb/services/adapter"
 )
 
 type metrics struct {
-	scrapes, events, dropped metric.Int64Counter
+	scrapes, events, dropped, skips metric.Int64Counter
 	// Per target: attribute sets built once.
 	ok, failed, engine []metric.MeasurementOption
 }
@@ -26,11 +27,12 @@ type metrics struct {
 func newMetrics(mp metric.MeterProvider, targets []Target) (*metrics, error) {
 	m := mp.Meter(scopeName)
 	var out metrics
-	var e1, e2, e3 error
+	var e1, e2, e3, e4 error
 	out.scrapes, e1 = m.Int64Counter(metricScrapes, metric.WithDescription("Scrapes of engines' /metrics, by engine and result (ok, error)."))
 	out.events, e2 = m.Int64Counter(metricEvents, metric.WithDescription("Completion events synthesized from metrics, by engine."))
 	out.dropped, e3 = m.Int64Counter(metricDropped, metric.WithDescription("Completions over the per-scrape limit, not sent, by engine."))
-	if err := errors.Join(e1, e2, e3); err != nil {
+	out.skips, e4 = m.Int64Counter(metricSkipped, metric.WithDescription("Intervals between two scrapes longer than the max gap, whose completions were not synthesized, by engine."))
+	if err := errors.Join(e1, e2, e3, e4); err != nil {
 		return nil, err
 	}
 	for _, t := range targets {
@@ -56,5 +58,7 @@ func (m *metrics) completions(ctx context.Context, i, sent, dropped int) {
 		m.dropped.Add(ctx, int64(dropped), m.engine[i])
 	}
 }
+
+func (m *metrics) skipped(ctx context.Context, i int) { m.skips.Add(ctx, 1, m.engine[i]) }
 
 func kafkaHeader(k, v string) kgo.RecordHeader { return kgo.RecordHeader{Key: k, Value: []byte(v)} }

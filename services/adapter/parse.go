@@ -21,8 +21,15 @@ type Sample struct {
 	// the engine does not export it.
 	KVUsage float64
 	// Ranks is the number of data-parallel engine cores reporting (vLLM's
-	// "engine" label); 1 without the label.
+	// "engine" label, SGLang's "dp_rank"); 1 without such labels.
 	Ranks int
+	// Missing lists the load quantities ("running", "waiting",
+	// "kv_cache") the body has no family for; they read as 0. HasLoad is
+	// false when all three are missing.
+	Missing []string
+	// StartTime is process_start_time_seconds, 0 when absent; a change
+	// means the server restarted and every counter starts over.
+	StartTime float64
 
 	TTFT Histogram // seconds, one observation per request
 	// TBOT is seconds per output token: per request when PerRequestTBOT,
@@ -30,7 +37,10 @@ type Sample struct {
 	TBOT           Histogram
 	PerRequestTBOT bool
 
-	Finished, Aborted          Counter // requests
+	Finished, Aborted Counter // requests
+	// FinishedIncludesAborted says Finished counts the aborted ones too
+	// (SGLang's num_requests_total); Diff subtracts them.
+	FinishedIncludesAborted    bool
 	PromptTokens, OutputTokens Counter
 	// CachedTokens counts prompt tokens found in the prefix cache; when
 	// absent, HitRate (a 0..1 gauge, -1 when absent) stands in.
@@ -38,10 +48,23 @@ type Sample struct {
 	HitRate      float64
 }
 
-// Counter is a cumulative count; Present says the engine exports it.
+// HasLoad says the body had at least one of the running, waiting and KV
+// families: without any, it is not the engine's metrics (a wrong URL or
+// --kind), and an idle healthy status would be a lie.
+func (s Sample) HasLoad() bool { return len(s.Missing) < 3 }
+
+// Counter is a cumulative count summed over series; Present says the
+// engine exports it. Diff works per series, so that one data-parallel
+// core restarting does not look like the whole engine's reset.
 type Counter struct {
 	Value   float64
 	Present bool
+	parts   []counterPart
+}
+
+type counterPart struct {
+	key, incarnation string
+	value            float64
 }
 
 // Histogram is a cumulative Prometheus histogram: Counts[i] observations
@@ -52,6 +75,12 @@ type Histogram struct {
 	Count   float64
 	Sum     float64
 	Present bool
+	parts   []histogramPart
+}
+
+type histogramPart struct {
+	key, incarnation string
+	h                Histogram
 }
 
 // ParseError is a /metrics body that is not Prometheus text format.
@@ -66,141 +95,134 @@ func Parse(r io.Reader, kind Kind) (Sample, error) {
 	if !ok {
 		return Sample{}, fmt.Errorf("adapter: unknown engine kind %q", kind)
 	}
-	p := expfmt.NewTextParser(model.LegacyValidation)
-	mfs, err := p.TextToMetricFamilies(r)
+	f, err := readFamilies(r)
 	if err != nil {
-		return Sample{}, &ParseError{err}
+		return Sample{}, err
 	}
-	f := families(mfs)
+	running, waiting, kv := f.gauge(names.running...), f.gauge(names.waiting...), f.gauge(names.kvUsage...)
 	s := Sample{
-		Running:      f.gauge(names.running...).sum,
-		Waiting:      f.gauge(names.waiting...).sum,
-		KVUsage:      f.gauge(names.kvUsage...).mean,
+		Running:      running.sum,
+		Waiting:      waiting.sum,
+		KVUsage:      kv.mean,
 		HitRate:      f.gauge(names.hitRate...).mean,
-		Ranks:        f.ranks(names.running...),
+		Ranks:        f.cores(names.running, names.waiting, names.kvUsage),
+		StartTime:    f.gauge("process_start_time_seconds").sum,
 		TTFT:         f.histogram(names.ttft...),
-		PromptTokens: f.counter(names.promptTokens...),
-		OutputTokens: f.counter(names.outputTokens...),
-		CachedTokens: f.counter(names.cachedTokens...),
+		PromptTokens: f.counter(nil, names.promptTokens...),
+		OutputTokens: f.counter(nil, names.outputTokens...),
+		CachedTokens: f.counter(nil, names.cachedTokens...),
+	}
+	for _, q := range []struct {
+		name string
+		g    gaugeAgg
+	}{{"running", running}, {"waiting", waiting}, {"kv_cache", kv}} {
+		if !q.g.present {
+			s.Missing = append(s.Missing, q.name)
+		}
 	}
 	s.TBOT = f.histogram(names.tbotPerRequest...)
 	s.PerRequestTBOT = s.TBOT.Present
 	if !s.TBOT.Present {
 		s.TBOT = f.histogram(names.tbotPerToken...)
 	}
-	s.Finished, s.Aborted = f.requests(names)
+	s.Finished, s.Aborted, s.FinishedIncludesAborted = f.requests(names)
 	return s, nil
 }
 
-// families wraps the parsed families with lookups that sum over series.
-type families map[string]*dto.MetricFamily
-
-// series returns the metrics of the first present name, skipping
-// non-zero tensor and pipeline ranks (SGLang labels every rank's copy of
-// the same numbers).
-func (f families) series(names ...string) []*dto.Metric {
-	for _, n := range names {
-		mf := f[n]
-		if mf == nil {
-			continue
-		}
-		var out []*dto.Metric
-		for _, m := range mf.GetMetric() {
-			if label(m, "tp_rank", "0") == "0" && label(m, "pp_rank", "0") == "0" {
-				out = append(out, m)
-			}
-		}
-		return out
+// readFamilies parses a text exposition (0.0.4).
+func readFamilies(r io.Reader) (families, error) {
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	mfs, err := p.TextToMetricFamilies(r)
+	if err != nil {
+		return nil, &ParseError{err}
 	}
-	return nil
+	return families(mfs), nil
 }
 
-func label(m *dto.Metric, name, def string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return def
+// gaugeAgg is a gauge summed and averaged over its series.
+type gaugeAgg struct {
+	sum, mean float64
+	present   bool
 }
-
-type gaugeAgg struct{ sum, mean float64 }
 
 // gauge sums (and averages) a gauge over its series; mean is -1 when the
 // gauge is absent.
 func (f families) gauge(names ...string) gaugeAgg {
-	ms := f.series(names...)
-	if len(ms) == 0 {
+	_, ss := f.series(names...)
+	if len(ss) == 0 {
 		return gaugeAgg{mean: -1}
 	}
-	var g gaugeAgg
-	for _, m := range ms {
-		g.sum += finite(m.GetGauge().GetValue())
+	g := gaugeAgg{present: true}
+	for _, s := range ss {
+		g.sum += finite(s.m.GetGauge().GetValue()) + finite(s.m.GetUntyped().GetValue())
 	}
-	g.mean = g.sum / float64(len(ms))
+	g.mean = g.sum / float64(len(ss))
 	return g
 }
 
-// ranks counts the distinct values of vLLM's "engine" label.
-func (f families) ranks(names ...string) int {
-	var seen []string
-	for _, m := range f.series(names...) {
-		if v := label(m, "engine", ""); v != "" && !slices.Contains(seen, v) {
-			seen = append(seen, v)
+// counter sums a counter over its series, keeping each series' value for
+// Diff; keep, when set, selects series.
+func (f families) counter(keep func(*dto.Metric) bool, names ...string) Counter {
+	fam, ss := f.series(names...)
+	var c Counter
+	for _, s := range ss {
+		if keep != nil && !keep(s.m) {
+			continue
 		}
+		v := finite(s.m.GetCounter().GetValue()) + finite(s.m.GetUntyped().GetValue())
+		c.Value += v
+		c.parts = append(c.parts, counterPart{key: s.key, incarnation: f.incarnation(fam, s), value: v})
 	}
-	return max(len(seen), 1)
-}
-
-func (f families) counter(names ...string) Counter {
-	ms := f.series(names...)
-	c := Counter{Present: len(ms) > 0}
-	for _, m := range ms {
-		c.Value += finite(m.GetCounter().GetValue()) + finite(m.GetUntyped().GetValue())
-	}
+	c.Present = len(ss) > 0
 	return c
 }
 
+func isAbort(m *dto.Metric) bool  { return label(m, "finished_reason", "") == "abort" }
+func notAbort(m *dto.Metric) bool { return !isAbort(m) }
+
 // requests splits the finished-requests counter into finished (served)
-// and aborted ones.
-func (f families) requests(n names) (finished, aborted Counter) {
-	for _, m := range f.series(n.finished...) {
-		v := finite(m.GetCounter().GetValue())
-		if label(m, "finished_reason", "") == "abort" {
-			aborted.Value += v
-		} else {
-			finished.Value += v
-		}
-		finished.Present, aborted.Present = true, true
+// and aborted ones; includes says finished counts aborted ones too.
+func (f families) requests(n names) (finished, aborted Counter, includes bool) {
+	finished = f.counter(notAbort, n.finished...)
+	aborted = f.counter(isAbort, n.finished...)
+	if ab := f.counter(nil, n.aborted...); ab.Present {
+		// SGLang counts aborted requests apart, and in its total
+		// (Sample.FinishedIncludesAborted): Diff subtracts them.
+		return finished, ab, true
 	}
-	if ab := f.counter(n.aborted...); ab.Present {
-		// SGLang counts aborted requests apart, and in its total.
-		finished.Value = max(finished.Value-ab.Value, 0)
-		aborted = ab
-	}
-	return finished, aborted
+	return finished, aborted, false
 }
 
-// histogram sums a histogram over its series; series with other bucket
-// bounds than the first are skipped.
+// histogram sums a histogram over its series, keeping each series for
+// Diff; series with other bucket bounds than the first are skipped.
 func (f families) histogram(names ...string) Histogram {
+	fam, ss := f.series(names...)
 	var h Histogram
-	for _, m := range f.series(names...) {
-		mh := m.GetHistogram()
+	for _, s := range ss {
+		mh := s.m.GetHistogram()
 		bounds, counts := buckets(mh)
-		if !h.Present {
-			h = Histogram{Bounds: bounds, Counts: counts, Present: true}
-		} else if !slices.Equal(bounds, h.Bounds) {
+		p := Histogram{Bounds: bounds, Counts: counts, Present: true,
+			Count: float64(mh.GetSampleCount()) + finite(mh.GetSampleCountFloat()), Sum: finite(mh.GetSampleSum())}
+		if h.Present && !slices.Equal(bounds, h.Bounds) {
 			continue
-		} else {
-			for i := range counts {
-				h.Counts[i] += counts[i]
-			}
 		}
-		h.Count += float64(mh.GetSampleCount()) + finite(mh.GetSampleCountFloat())
-		h.Sum += finite(mh.GetSampleSum())
+		h.add(p)
+		h.parts = append(h.parts, histogramPart{key: s.key, incarnation: f.incarnation(fam, s), h: p})
 	}
 	return h
+}
+
+// add adds p's observations to h (same bounds, or h empty).
+func (h *Histogram) add(p Histogram) {
+	if !h.Present {
+		h.Bounds, h.Counts, h.Present = p.Bounds, slices.Clone(p.Counts), true
+	} else {
+		for i := range p.Counts {
+			h.Counts[i] += p.Counts[i]
+		}
+	}
+	h.Count += p.Count
+	h.Sum += p.Sum
 }
 
 // buckets returns a histogram's finite buckets sorted by bound, with

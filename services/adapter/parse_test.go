@@ -47,7 +47,8 @@ func TestParseFixtures(t *testing.T) {
 			121 + 20 + 117 + 18, 30.3 + 9.2 + 27.15 + 7.1, 120 + 20 + 115 + 18, 22, 19},
 		{"vllm-v0-b.prom", KindVLLM, 6, 0, 0.27, 0.42, 1, 62, 0, 74400, 9300, 0, false, false,
 			62, 0.05*10 + 0.07*15 + 0.2*20 + 0.4*5 + 4*0.08 + 6*0.2 + 2*0.4, 7450 + 1788, 16, 13},
-		{"sglang-b.prom", KindSGLang, 14, 2, 0.61, 0.66, 1, 30236 - 18, 18, 8200902, 7563572, 5150400, true, false,
+		{"sglang-b.prom", KindSGLang, 14, 2, 0.61, 0.66, 1, 30236, 18, // finished counts the aborted too
+			8200902, 7563572, 5150400, true, false,
 			30211 + 24, 0, 7527361 + 5976, 18, 23},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
@@ -103,7 +104,8 @@ func TestParseRejectsGarbage(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
-	for _, name := range []string{"vllm-v1-a.prom", "vllm-v0-a.prom", "sglang-a.prom"} {
+	for _, name := range []string{"vllm-v1-a.prom", "vllm-v0-a.prom", "sglang-a.prom",
+		"captures/vllm-0.10.0-prodstack617.prom", "captures/vllm-design-doc.prom", "captures/sglang-dp-attention-aibrix1614.prom"} {
 		b, err := os.ReadFile(filepath.Join("testdata", name))
 		if err != nil {
 			f.Fatal(err)
