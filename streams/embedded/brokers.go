@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,8 +23,8 @@ type Brokers struct {
 	log       *slog.Logger
 	kafka     *kfake.Cluster
 	kafkaAddr string
-	nats      *server.Server
-	natsURL   string
+	nats      []*server.Server // one, or the nodes of an in-process cluster
+	natsURLs  []string
 	tempDir   string // JetStream store when there is no DataDir; removed on Close
 
 	closeOnce sync.Once
@@ -63,7 +65,7 @@ func (b *Brokers) start() error {
 		if err != nil {
 			return err
 		}
-		if b.nats, b.natsURL, err = startNATS(b.cfg, dir, b.log); err != nil {
+		if b.nats, b.natsURLs, err = startNATS(b.cfg, dir, b.log); err != nil {
 			return err
 		}
 	}
@@ -99,9 +101,17 @@ func (b *Brokers) KafkaAddrs() []string {
 	return []string{b.kafkaAddr}
 }
 
-// NATSURL returns the nats:// URL of the NATS server (empty when NATS is
-// off).
-func (b *Brokers) NATSURL() string { return b.natsURL }
+// NATSURL returns the nats:// URL of the NATS server, or the
+// comma-separated URLs of every node of an in-process cluster (the form
+// every service's --nats takes); empty when NATS is off.
+func (b *Brokers) NATSURL() string { return strings.Join(b.natsURLs, ",") }
+
+// NATSURLs returns the nats:// URL of each NATS node, in node order.
+func (b *Brokers) NATSURLs() []string { return slices.Clone(b.natsURLs) }
+
+// NATSServers returns the running NATS nodes, in node order, for tests
+// and tools that inspect them (which node leads a stream, routes).
+func (b *Brokers) NATSServers() []*server.Server { return slices.Clone(b.nats) }
 
 // Run blocks until ctx is done, then closes the brokers and returns
 // Close's error: a nil return means a clean shutdown.
@@ -123,10 +133,10 @@ func (b *Brokers) shutdown() error {
 	if b.kafka != nil {
 		wg.Go(b.kafka.Close)
 	}
-	if b.nats != nil {
+	for _, s := range b.nats {
 		wg.Go(func() {
-			b.nats.Shutdown()
-			b.nats.WaitForShutdown()
+			s.Shutdown()
+			s.WaitForShutdown()
 		})
 	}
 	done := make(chan struct{})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -30,6 +31,24 @@ type Config struct {
 	// NATSListen is the host:port of the NATS server; port 0 picks a free
 	// port. Empty runs no NATS server.
 	NATSListen string
+	// NATSName is the NATS server name (default "ilb-embedded"); the nodes
+	// of an in-process cluster are NAME-0, NAME-1, ... It must be unique
+	// in a cluster and the same across restarts.
+	NATSName string
+	// NATSCluster runs that many NATS nodes in this process, clustered
+	// with each other and with NATSRoutes (their client ports are
+	// NATSListen's port and the next ones, or each a free port for port
+	// 0). 0, the default, runs one server outside any cluster; 1 runs one
+	// cluster node whose peers are NATSRoutes (one node per process).
+	NATSCluster int
+	// NATSClusterName names the cluster (default "ilb"); NATSClusterListen
+	// is the first node's route listener (DefaultNATSClusterListen; the
+	// next nodes take the next ports, or each a free port for port 0).
+	NATSClusterName   string
+	NATSClusterListen string
+	// NATSRoutes are route URLs (nats://host:port) of cluster nodes
+	// outside this process.
+	NATSRoutes []string
 	// DataDir keeps broker state across restarts: JetStream in
 	// DataDir/jetstream, the Kafka log in DataDir/kafka. Empty keeps Kafka
 	// in memory and JetStream in a temporary directory removed on Close.
@@ -41,6 +60,9 @@ type Config struct {
 	Topics []string
 	// SyncAlways fsyncs every JetStream write and every Kafka batch: no
 	// acknowledged write is lost on a machine crash, at a cost in speed.
+	// Clusters want it: with the default (sync every two minutes) a node
+	// that crashes can come back without writes the cluster acknowledged
+	// (Jepsen, NATS 2.12.1), and lose them for good if its peers fail too.
 	SyncAlways bool
 	// ShutdownTimeout bounds Close.
 	ShutdownTimeout time.Duration
@@ -54,11 +76,12 @@ type Config struct {
 // their standard local ports, state in memory.
 func DefaultConfig() Config {
 	return Config{
-		KafkaListen:     "127.0.0.1:9092",
-		NATSListen:      "127.0.0.1:4222",
-		Partitions:      4,
-		ShutdownTimeout: 10 * time.Second,
-		StartTimeout:    10 * time.Second,
+		KafkaListen:       "127.0.0.1:9092",
+		NATSListen:        "127.0.0.1:4222",
+		NATSClusterListen: DefaultNATSClusterListen,
+		Partitions:        4,
+		ShutdownTimeout:   10 * time.Second,
+		StartTimeout:      10 * time.Second,
 	}
 }
 
@@ -81,9 +104,39 @@ func (c Config) Validate() error {
 	case c.StartTimeout <= 0:
 		return fmt.Errorf("embedded: start timeout %v must be positive", c.StartTimeout)
 	}
+	if err := c.validateCluster(); err != nil {
+		return err
+	}
 	for _, t := range c.Topics {
 		if err := schemas.ValidTopicName(t); err != nil {
 			return fmt.Errorf("embedded: %w", err)
+		}
+	}
+	return nil
+}
+
+func (c Config) validateCluster() error {
+	switch {
+	case c.NATSCluster < 0 || c.NATSCluster > maxNATSCluster:
+		return fmt.Errorf("embedded: nats cluster of %d nodes out of range [0, %d]", c.NATSCluster, maxNATSCluster)
+	case c.NATSCluster > 0 && c.NATSListen == "":
+		return errors.New("embedded: a nats cluster needs a nats listen address")
+	case c.NATSCluster == 0 && len(c.NATSRoutes) > 0:
+		return errors.New("embedded: nats routes without a nats cluster; set the number of nodes to run here (1 for one node per process)")
+	case c.NATSCluster == 1 && len(c.NATSRoutes) == 0:
+		return errors.New("embedded: a nats cluster of one node needs routes to its peers")
+	case c.NATSCluster == 0:
+		return nil
+	}
+	if err := checkListen("nats cluster listen", c.NATSClusterListen); err != nil {
+		return err
+	}
+	if c.NATSClusterListen == "" {
+		return errors.New("embedded: a nats cluster needs a cluster listen address")
+	}
+	for _, r := range c.NATSRoutes {
+		if u, err := url.Parse(r); err != nil || u.Host == "" {
+			return fmt.Errorf("embedded: nats route %q is not nats://host:port", r)
 		}
 	}
 	return nil

@@ -10,6 +10,13 @@
 // without one, Kafka lives in memory and JetStream uses a temporary
 // directory removed on Close.
 //
+// NATS may also run as a cluster (Config.NATSCluster): several nodes in
+// this process, routed to each other on loopback and to nodes elsewhere
+// (Config.NATSRoutes), each with its own JetStream store, so streams and
+// buckets can be replicated (R3) and survive the loss of a node.
+// StartNATSNode starts one node as configured, for tests that stop, kill
+// or restart nodes one at a time (streams/streamstest).
+//
 // The embedded Kafka broker is one node: replication, rack awareness and
 // broker failover do not exist here. Use a real Kafka cluster for that.
 //
