@@ -1,7 +1,9 @@
 package embedded_test
 
 import (
+	"context"
 	"strings"
+	"time"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -76,18 +78,31 @@ func TestNATSClusterDataDirSurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	b2 := start(t, clusterConfig(dir, 3))
-	var e jetstream.KeyValueEntry
-	// The nodes must elect the stream's leader again before it answers.
+	var (
+		e    jetstream.KeyValueEntry
+		last error
+	)
+	// The nodes elect the meta leader, then the stream's leader, again
+	// before it answers: each election takes 4-9 s (nats-server's raft
+	// timeouts).
+	ctx, cancel := context.WithTimeout(t.Context(), 45*time.Second)
+	defer cancel()
+	js := jetStream(t, b2.NATSURL())
 	for {
-		kv2, err := jetStream(t, b2.NATSURL()).KeyValue(ctx, "b")
+		actx, acancel := context.WithTimeout(ctx, 2*time.Second)
+		kv2, err := js.KeyValue(actx, "b")
 		if err == nil {
-			if e, err = kv2.Get(ctx, "k"); err == nil {
-				break
-			}
+			e, err = kv2.Get(actx, "k")
 		}
+		acancel()
+		if err == nil {
+			break
+		}
+		last = err
 		if ctx.Err() != nil {
-			t.Fatalf("bucket after a cluster restart: %v", err)
+			t.Fatalf("bucket after a cluster restart: %v (last error %v)", ctx.Err(), last)
 		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	if string(e.Value()) != "kept" {
 		t.Fatalf("after restart got %q", e.Value())

@@ -128,18 +128,26 @@ func listenPort(addr string) (string, int, error) {
 	return listenHost(host), port, nil
 }
 
-// WaitJetStreamCluster waits until one of servers leads the JetStream
-// meta group (the cluster can create streams and buckets), at most d.
+// WaitJetStreamCluster waits, at most d, until one of the running
+// servers leads the JetStream meta group and sees every running server
+// online: then streams and buckets can be created and placed on any of
+// them.
 func WaitJetStreamCluster(servers []*server.Server, d time.Duration) error {
 	deadline := time.Now().Add(d)
 	for {
+		running := 0
 		for _, s := range servers {
-			if s.Running() && s.JetStreamIsLeader() {
+			if s.Running() {
+				running++
+			}
+		}
+		for _, s := range servers {
+			if s.Running() && s.JetStreamIsLeader() && len(s.JetStreamClusterPeers()) >= running {
 				return nil
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("embedded: no JetStream meta leader among %d nats nodes within %v", len(servers), d)
+			return fmt.Errorf("embedded: no JetStream meta leader seeing all %d running nats nodes within %v", running, d)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
