@@ -12,6 +12,10 @@
 // given a data directory; without one it comes back empty, as a real
 // broker that lost its disk would.
 //
+// NewNATSCluster starts several clustered NATS nodes (each its own
+// JetStream store) whose nodes stop and restart one at a time, for tests
+// of replicated buckets; StreamLeader says which node leads a stream.
+//
 // KafkaClient gives a franz-go client of such a broker that closes with
 // the test. Tests of credentials get a NATS server that admits only given
 // users (NATSWithUsers) or one configured in full (NATSWithOptions:
