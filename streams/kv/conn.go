@@ -36,6 +36,14 @@ type Config struct {
 	ConnectTimeout time.Duration
 	// ReconnectWait is the pause between reconnect attempts to one server.
 	ReconnectWait time.Duration
+	// PingInterval is how often the client pings its server, and
+	// MaxPingsOut how many unanswered pings make it drop the connection and
+	// reconnect (to another node when URL names several). A server that
+	// hangs, or is cut off with the client, is left after about
+	// PingInterval × (MaxPingsOut + 1); nats.go's own default, 2 minutes ×
+	// 2, would leave a data plane up to 6 minutes on a dead node.
+	PingInterval time.Duration
+	MaxPingsOut  int
 	// ReconnectBufBytes is how much outgoing data is buffered while
 	// reconnecting; publishes beyond it fail at once.
 	ReconnectBufBytes int
@@ -54,6 +62,8 @@ func DefaultConfig() Config {
 		Name:              "ilb",
 		ConnectTimeout:    5 * time.Second,
 		ReconnectWait:     500 * time.Millisecond,
+		PingInterval:      10 * time.Second,
+		MaxPingsOut:       2,
 		ReconnectBufBytes: 8 << 20,
 	}
 }
@@ -81,6 +91,8 @@ func (c Config) Validate() error {
 		return errors.New("kv: TLS client certificate and key go together")
 	case c.ConnectTimeout <= 0 || c.ReconnectWait <= 0:
 		return fmt.Errorf("kv: connect timeout %v and reconnect wait %v must be positive", c.ConnectTimeout, c.ReconnectWait)
+	case c.PingInterval < 0 || c.MaxPingsOut < 0:
+		return fmt.Errorf("kv: ping interval %v and max pings out %d must not be negative", c.PingInterval, c.MaxPingsOut)
 	case c.ReconnectBufBytes < 0:
 		return fmt.Errorf("kv: reconnect buffer %d bytes is negative", c.ReconnectBufBytes)
 	}
@@ -115,6 +127,12 @@ func (c Config) Options() ([]nats.Option, error) {
 		nats.ReconnectBufSize(c.ReconnectBufBytes),
 		nats.RetryOnFailedConnect(c.RetryOnFailedConnect),
 	)
+	if c.PingInterval > 0 {
+		opts = append(opts, nats.PingInterval(c.PingInterval))
+	}
+	if c.MaxPingsOut > 0 {
+		opts = append(opts, nats.MaxPingsOutstanding(c.MaxPingsOut))
+	}
 	if c.Password != "" {
 		_, user, _ := c.serverURLs() // checked by Validate
 		opts = append(opts, nats.UserInfo(user, c.Password))

@@ -31,6 +31,17 @@
 // only if it is newer than what it has (by revision, or by the version
 // inside the value) and treat the rest as duplicates.
 //
+// # Clusters
+//
+// Config.URL may name every node of a cluster; the connection moves to
+// another node when its own goes away, or stops answering pings
+// (PingInterval, MaxPingsOut: 10 s × 2 by default, not nats.go's 2 min).
+// A watcher whose ordered consumer lived on a node that went away gets
+// nothing more until nats.go misses its heartbeats (about 20 s); for a
+// single key Watch reads the key every StallCheck (2 s) and re-creates a
+// watcher that is behind for a whole period, so the next write arrives
+// within about 4 s (TestWatchAcrossClusterNodeLoss).
+//
 // # Concurrency
 //
 // Functions are safe for concurrent use with distinct or shared

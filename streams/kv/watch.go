@@ -20,7 +20,24 @@ type watchOptions struct {
 	conn           *nats.Conn
 	retryMin       time.Duration
 	retryMax       time.Duration
+	stallCheck     time.Duration
 	log            *slog.Logger
+}
+
+// DefaultStallCheck is how often Watch checks, by default, that a watched
+// key has not been written past what the watcher delivered.
+const DefaultStallCheck = 2 * time.Second
+
+// StallCheck sets how often Watch reads a watched key's latest revision
+// to catch a watcher that stopped delivering (0 turns the check off; it
+// only applies to a single key, not to a pattern). A watcher whose
+// consumer lived on a cluster node that went away, or whose stream changed
+// leader, delivers nothing until nats.go misses enough heartbeats (about
+// 20 s, measured with nats.go v1.55 on a 3-node cluster); a key written
+// past what was delivered for one whole period makes Watch re-create
+// the watcher at once instead.
+func StallCheck(every time.Duration) WatchOption {
+	return func(o *watchOptions) { o.stallCheck = every }
 }
 
 // IncludeDeletes delivers deletes and purges too (Entry.Op says which);
@@ -46,6 +63,7 @@ func WatchLogger(log *slog.Logger) WatchOption { return func(o *watchOptions) { 
 var (
 	errReconnected = errors.New("kv: connection re-established")
 	errWatchEnded  = errors.New("kv: watcher ended")
+	errStalled     = errors.New("kv: watcher stalled: the key was written past what it delivered")
 )
 
 // fatal marks an error that ends Watch instead of causing a re-watch.
@@ -70,7 +88,8 @@ func Watch(ctx context.Context, kv jetstream.KeyValue, keys string, fn func(Entr
 		return fmt.Errorf("kv: watch: %w", err)
 	}
 	w := &watcher{kv: kv, keys: keys, fn: fn, initialDone: initialDone,
-		o: watchOptions{retryMin: 100 * time.Millisecond, retryMax: 5 * time.Second}}
+		o:         watchOptions{retryMin: 100 * time.Millisecond, retryMax: 5 * time.Second, stallCheck: DefaultStallCheck},
+		delivered: map[string]uint64{}}
 	for _, opt := range opts {
 		opt(&w.o)
 	}
@@ -95,6 +114,8 @@ type watcher struct {
 	initialDone func()
 	o           watchOptions
 	doneCalled  bool
+	delivered   map[string]uint64 // key -> newest revision delivered
+	pending     uint64            // a revision of the key the stall check saw undelivered
 }
 
 func (w *watcher) run(ctx context.Context, status <-chan nats.Status) error {
@@ -109,6 +130,9 @@ func (w *watcher) run(ctx context.Context, status <-chan nats.Status) error {
 			return f.err
 		case errors.Is(err, errReconnected):
 			pause = w.o.retryMin
+			continue
+		case errors.Is(err, errStalled):
+			w.o.log.Warn("kv: watcher stalled; watching again", "bucket", w.kv.Bucket(), "keys", w.keys)
 			continue
 		}
 		w.o.log.Warn("kv: watch interrupted; watching again", "bucket", w.kv.Bucket(), "keys", w.keys, "err", err, "in", pause)
@@ -134,12 +158,18 @@ func (w *watcher) once(ctx context.Context, status <-chan nats.Status) error {
 		return fmt.Errorf("kv: watch %s/%s: %w", w.kv.Bucket(), w.keys, err)
 	}
 	defer kw.Stop()
+	stall := w.newStallCheck()
+	defer stall.stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-status:
 			return errReconnected
+		case <-stall.c:
+			if w.stalled(ctx) {
+				return errStalled
+			}
 		case e, ok := <-kw.Updates():
 			if !ok {
 				return errWatchEnded
@@ -154,6 +184,7 @@ func (w *watcher) once(ctx context.Context, status <-chan nats.Status) error {
 // deliver passes e to fn; nil is jetstream's "initial values done" marker.
 func (w *watcher) deliver(e jetstream.KeyValueEntry) error {
 	if e != nil {
+		w.delivered[e.Key()] = max(w.delivered[e.Key()], e.Revision())
 		return w.fn(toEntry(e))
 	}
 	if !w.doneCalled {
