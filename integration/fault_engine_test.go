@@ -19,7 +19,6 @@ var engineFleet = `
 max_utilization: 0.8
 block_tokens: 16
 mean_output_tokens: 5
-shed_penalty_ms: 60000
 total_demand_rps: 20
 network_ms:
   r: {r: 1}

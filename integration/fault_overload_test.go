@@ -22,7 +22,6 @@ var overloadFleet = `
 max_utilization: 0.7
 block_tokens: 16
 mean_output_tokens: 20
-shed_penalty_ms: 60000
 total_demand_rps: 26
 network_ms:
   r: {r: 1}

@@ -36,7 +36,6 @@ const smallFleetHead = `
 max_utilization: 0.8
 block_tokens: 16
 mean_output_tokens: 20
-shed_penalty_ms: 60000
 total_demand_rps: 6
 network_ms:
   r: {r: 1}

@@ -34,7 +34,6 @@ const loopFleet = `
 max_utilization: 0.8
 block_tokens: 16
 mean_output_tokens: 20
-shed_penalty_ms: 60000
 total_demand_rps: 6
 network_ms:
   a: {a: 1, b: 80}

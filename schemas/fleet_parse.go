@@ -18,7 +18,6 @@ const (
 	DefaultTTFTSLOMs        = 2000
 	DefaultTBOTSLOMs        = 100
 	DefaultMeanOutputTokens = 200
-	DefaultShedPenaltyMs    = 60000
 	DefaultReplicas         = 1
 )
 
@@ -120,7 +119,6 @@ func (f *Fleet) ApplyDefaults() {
 	setDefault(&f.TTFTSLOMs, DefaultTTFTSLOMs)
 	setDefault(&f.TBOTSLOMs, DefaultTBOTSLOMs)
 	setDefault(&f.MeanOutputTokens, DefaultMeanOutputTokens)
-	setDefault(&f.ShedPenaltyMs, DefaultShedPenaltyMs)
 	for i := range f.Engines {
 		setDefault(&f.Engines[i].Replicas, DefaultReplicas)
 	}

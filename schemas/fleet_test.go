@@ -53,7 +53,7 @@ func TestParseDesignFleet(t *testing.T) {
 	if e != want {
 		t.Errorf("engine = %+v, want %+v", e, want)
 	}
-	if f.TTFTSLOMs != 2000 || f.MeanOutputTokens != 200 || f.ShedPenaltyMs != 60000 || f.TotalDemandRPS != 0 {
+	if f.TTFTSLOMs != 2000 || f.MeanOutputTokens != 200 || f.ShedPenaltyMs != 0 || f.TBOTSLOMs != 100 || f.TotalDemandRPS != 0 {
 		t.Errorf("defaults not applied: %+v", f)
 	}
 	if got := f.EligibleEngines(f.Clusters[1]); len(got) != 1 || got[0].Name != "eu-h100-0" {
@@ -119,6 +119,7 @@ func TestParseFleetErrors(t *testing.T) {
 		{"tbot slo NaN", "tbot_slo_ms: .nan\n" + ok, "tbot_slo_ms NaN must be finite and > 0", ErrInvalid},
 		{"tbot slo inf", "tbot_slo_ms: .inf\n" + ok, "tbot_slo_ms +Inf must be finite and > 0", ErrInvalid},
 		{"penalty inf", "shed_penalty_ms: .inf\n" + ok, "shed_penalty_ms +Inf", ErrInvalid},
+		{"penalty negative", "shed_penalty_ms: -1\n" + ok, "shed_penalty_ms -1", ErrInvalid},
 		{"demand negative", "total_demand_rps: -1\n" + ok, "total_demand_rps -1", ErrInvalid},
 		{"no network", sub(networkBlock, ""), "network_ms is empty", ErrInvalid},
 		{"network negative", sub("west-europe: 89", "west-europe: -89"), "network_ms[east-us][west-europe] -89 must be finite and >= 0", ErrInvalid},

@@ -35,10 +35,15 @@ func (f *Fleet) validateGlobals() error {
 	for _, p := range []struct {
 		name string
 		v    float64
-	}{{"ttft_slo_ms", f.TTFTSLOMs}, {"tbot_slo_ms", f.TBOTSLOMs}, {"mean_output_tokens", f.MeanOutputTokens}, {"shed_penalty_ms", f.ShedPenaltyMs}} {
+	}{{"ttft_slo_ms", f.TTFTSLOMs}, {"tbot_slo_ms", f.TBOTSLOMs}, {"mean_output_tokens", f.MeanOutputTokens}} {
 		if err := checkPositive(p.name, p.v); err != nil {
 			return err
 		}
+	}
+	// shed_penalty_ms 0 is automatic: shed only what the engines cannot
+	// take within their caps (solver/optimize).
+	if err := checkNonNegative("shed_penalty_ms", f.ShedPenaltyMs); err != nil {
+		return err
 	}
 	return checkNonNegative("total_demand_rps", f.TotalDemandRPS)
 }

@@ -23,9 +23,18 @@ func TestWriteReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	html := string(data)
-	// Table, two CDFs, the cache chart, load for 4 policies, weights for 2.
-	if n := strings.Count(html, "<svg"); n != 2+1+4+2 {
-		t.Errorf("%d charts, want 9", n)
+	// The goodput bars and shed over time, two CDFs, the cache chart,
+	// load for 4 policies, weights for 2.
+	if n := strings.Count(html, "<svg"); n != 2+2+1+4+2 {
+		t.Errorf("%d charts, want 11", n)
+	}
+	if g, tbl := strings.Index(html, "Goodput"), strings.Index(html, "<table>"); g < 0 || g > tbl {
+		t.Error("the report does not lead with goodput")
+	}
+	for _, p := range res.Policies {
+		if !strings.Contains(html, fmt.Sprintf("%.2f%% · %.3f rps", 100*p.SLOAttainment, p.GoodputRPS)) {
+			t.Errorf("goodput bar of %s lacks its attainment and goodput", p.Policy)
+		}
 	}
 	for _, p := range res.Policies {
 		if !strings.Contains(html, "<td>"+p.Policy+"</td>") || !strings.Contains(html, "<h3>"+p.Policy+"</h3>") {

@@ -34,7 +34,11 @@ func checkFeasible(t testing.TB, p *Problem, sol *Solution, tol float64) {
 			t.Errorf("cluster %s: weights and shed sum to %v", cl.Name, sum)
 		}
 		total += cl.DemandRps
-		cost += shed * cl.DemandRps * p.ShedPenaltyMs
+		penalty := p.ShedPenaltyMs
+		if penalty == 0 {
+			penalty = sol.ShedPenaltyMs
+		}
+		cost += shed * cl.DemandRps * penalty
 	}
 	for _, e := range p.Engines {
 		l := sol.EngineLoadRps[e.Name]

@@ -83,6 +83,9 @@ func newModel(p *Problem) *model {
 		m.arcStart[c+1] = int32(len(m.arcEng))
 	}
 	m.groupByEngine()
+	if m.penalty == 0 {
+		m.penalty = m.autoPenalty()
+	}
 	return m
 }
 

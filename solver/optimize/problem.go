@@ -18,8 +18,11 @@ type Problem struct {
 	// MaxUtilization caps every engine's load at this fraction of its
 	// capacity; it lies in (0, 1).
 	MaxUtilization float64 `json:"max_utilization"`
-	// ShedPenaltyMs is the cost of refusing one request, in ms.
-	ShedPenaltyMs float64                       `json:"shed_penalty_ms"`
+	// ShedPenaltyMs is the cost of refusing one request, in ms. 0 (or
+	// absent) is automatic: refusing costs more than serving anywhere below
+	// the utilisation caps, so only demand the engines cannot take within
+	// their caps is shed (autoPenalty).
+	ShedPenaltyMs float64                       `json:"shed_penalty_ms,omitempty"`
 	Clusters      []Cluster                     `json:"clusters"`
 	Engines       []Engine                      `json:"engines"`
 	NetworkMs     map[string]map[string]float64 `json:"network_ms"`
@@ -93,9 +96,6 @@ func (p *Problem) Validate() error {
 	}
 	if err := checkNumber("shed_penalty_ms", p.ShedPenaltyMs); err != nil {
 		return err
-	}
-	if p.ShedPenaltyMs == 0 {
-		return invalid("shed_penalty_ms must be > 0 (it is the cost in ms of refusing a request)")
 	}
 	if !(p.MaxUtilization > 0 && p.MaxUtilization < 1) {
 		return invalid("max_utilization is %v, want a number in (0, 1)", p.MaxUtilization)

@@ -50,7 +50,7 @@ func TestParseProblemRejects(t *testing.T) {
 		{"max_utilization 1.2", strings.Replace(good, `"max_utilization": 0.95`, `"max_utilization": 1.2`, 1), "max_utilization is 1.2"},
 		{"max_utilization 1", strings.Replace(good, `"max_utilization": 0.95`, `"max_utilization": 1`, 1), "max_utilization is 1,"},
 		{"max_utilization 0", strings.Replace(good, `"max_utilization": 0.95`, `"max_utilization": 0`, 1), "max_utilization is 0,"},
-		{"no shed penalty", strings.Replace(good, `"shed_penalty_ms": 60000`, `"shed_penalty_ms": 0`, 1), "shed_penalty_ms must be > 0"},
+		{"negative shed penalty", strings.Replace(good, `"shed_penalty_ms": 60000`, `"shed_penalty_ms": -1`, 1), "shed_penalty_ms is negative"},
 		{"no engines", `{"max_utilization": 0.9, "shed_penalty_ms": 1, "clusters": [{"name": "a", "demand_rps": 1}], "engines": []}`, "no engines"},
 		{"no clusters", `{"max_utilization": 0.9, "shed_penalty_ms": 1, "engines": [{"name": "e", "capacity_rps": 1}]}`, "no clusters"},
 		{"eligible unknown engine", strings.Replace(good, `"network_ms"`, `"eligible": {"fe-a": ["eng-q"]}, "network_ms"`, 1), `eligible["fe-a"]: unknown engine "eng-q"`},

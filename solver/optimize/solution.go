@@ -8,6 +8,9 @@ type Solution struct {
 	// ObjectiveMs is the mean end-to-end latency in ms, shed requests
 	// counted at the shed penalty. It excludes the churn term.
 	ObjectiveMs float64 `json:"objective_ms"`
+	// ShedPenaltyMs is the shed penalty the solve used: the problem's, or
+	// the automatic one when the problem's is 0.
+	ShedPenaltyMs float64 `json:"shed_penalty_ms"`
 	// Weights[c][e] is the fraction of cluster c's requests sent to engine
 	// e; only positive weights are listed. They sum to 1 − ShedFraction[c].
 	Weights       map[string]map[string]float64 `json:"weights"`
@@ -53,6 +56,7 @@ func (st *state) solution(p *Problem, pv *previous, run runStats) *Solution {
 		Rounds:         run.rounds,
 		Gap:            ct.gap,
 		KKTResidualMs:  ct.kkt,
+		ShedPenaltyMs:  m.penalty,
 	}
 	if m.total > 0 {
 		sol.ObjectiveMs = ct.obj / m.total
