@@ -7,24 +7,31 @@ import (
 	"testing"
 
 	"github.com/ilb-router/ilb/schemas"
+	"github.com/ilb-router/ilb/services/backtest/peer"
 )
 
 // BenchmarkBacktest simulates the acceptance scenario (the first 20
 // minutes of the Mooncake conversation trace, 3,658 requests, over
-// fleet-3region.yaml) under each policy on one goroutine, and reports
+// fleet-3region.yaml) under each policy, the peer routers included, on
+// one goroutine, and reports
 // simulated requests per second of wall time and of the benchmark
 // thread's CPU time (one core), and simulated seconds per wall second. The x10 cases replay the same trace ten times
 // faster over a fleet ten times larger (every engine repeated), so the
 // controllers' cost per simulated second is spread over ten times the
 // requests. README.md gives the figures and what limits them.
 func BenchmarkBacktest(b *testing.B) {
-	for _, tc := range []struct {
+	type bench struct {
 		policy string
 		scale  int
-	}{
+	}
+	cases := []bench{
 		{PolicyRoundRobin, 1}, {PolicyLeastLoaded, 1}, {PolicyHash, 1}, {PolicyPID, 1}, {PolicyOptimizer, 1},
 		{PolicyHash, 10}, {PolicyOptimizer, 10},
-	} {
+	}
+	for _, name := range peer.Names() { // the peer routers, one case each
+		cases = append(cases, bench{name, 1})
+	}
+	for _, tc := range cases {
 		b.Run(fmt.Sprintf("%s/x%d", tc.policy, tc.scale), func(b *testing.B) {
 			bt := acceptanceBacktest(b, fleetShort, func(c *Config) {
 				c.Parallel, c.Speed = 1, float64(tc.scale)

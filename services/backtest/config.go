@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ilb-router/ilb/schemas"
+	"github.com/ilb-router/ilb/services/backtest/peer"
 )
 
 // Config is a backtest run. Build it with DefaultConfig and set Fleet.
@@ -37,6 +38,11 @@ type Config struct {
 
 	Optimizer OptimizerConfig
 	PID       PIDConfig
+	// PeerPolicies are peer router policies beyond package peer's
+	// shipped ones (configured variants, say peer.LLMD with other
+	// weights), or replacing a shipped one of the same name. Policies
+	// names them like any other.
+	PeerPolicies []peer.Policy
 
 	// Parallel is how many policies are simulated at once.
 	Parallel int
@@ -97,7 +103,12 @@ func (c *Config) Validate() error {
 	if c.Window%c.WindowHop != 0 {
 		return fmt.Errorf("%w: window %v is not a multiple of its hop %v", ErrConfig, c.Window, c.WindowHop)
 	}
-	if _, err := ParsePolicies(strings.Join(c.Policies, ",")); err != nil {
+	for _, p := range c.PeerPolicies {
+		if p.Name == "" || strings.ContainsAny(p.Name, ", ") || strings.HasSuffix(p.Name, peer.LocalSuffix) || p.New == nil {
+			return fmt.Errorf("%w: peer policy %q needs a name without commas, spaces or %s, and a New", ErrConfig, p.Name, peer.LocalSuffix)
+		}
+	}
+	if _, err := parsePolicies(strings.Join(c.Policies, ","), c.PeerPolicies); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	if err := c.Optimizer.Validate(); err != nil {

@@ -5,8 +5,9 @@ package backtest
 type peerView struct {
 	s       *sim
 	c       int
-	local   []int32 // the eligible engines of the cluster's region (:local), nil otherwise
-	members []int32 // scratch for Members
+	local   []int32         // the eligible engines of the cluster's region (:local), nil otherwise
+	members []int32         // scratch for Members
+	backlog *prefillBacklog // nil unless the router reads it
 }
 
 func newPeerView(s *sim, c int, local bool) peerView {
@@ -47,3 +48,14 @@ func (v *peerView) Candidates(dst []int32) []int32 {
 }
 
 func (v *peerView) Members() []int32 { return v.set() }
+
+func (v *peerView) CachedBlocks(e int, blocks []uint64) int {
+	return v.s.engines[e].CachedPrefix(blocks)
+}
+
+func (v *peerView) PrefillBacklog(e int) int64 {
+	if b := v.backlog; b != nil {
+		return b.tokens[e]
+	}
+	return 0
+}

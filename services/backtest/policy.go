@@ -29,14 +29,18 @@ var Policies = slices.Concat([]string{PolicyRoundRobin, PolicyRandom, PolicyNear
 
 // ParsePolicies parses a comma-separated list of policies ("all" for
 // every one), rejecting unknown and repeated names.
-func ParsePolicies(s string) ([]string, error) {
+func ParsePolicies(s string) ([]string, error) { return parsePolicies(s, nil) }
+
+// parsePolicies is ParsePolicies with the configured peer policies extra
+// (Config.PeerPolicies) known too.
+func parsePolicies(s string, extra []peer.Policy) ([]string, error) {
 	if strings.TrimSpace(s) == "all" {
 		return slices.Clone(Policies), nil
 	}
 	var out []string
 	for p := range strings.SplitSeq(s, ",") {
 		p = strings.TrimSpace(p)
-		_, _, isPeer := peer.Lookup(p)
+		_, _, isPeer := peer.LookupIn(extra, p)
 		switch {
 		case !slices.Contains(Policies, p) && !isPeer:
 			return nil, fmt.Errorf("unknown policy %q (want %s, a peer policy with %s, or all)", p, strings.Join(Policies, ", "), peer.LocalSuffix)
@@ -77,7 +81,7 @@ func newPolicy(name string, s *sim) (policy, error) {
 	case PolicyOptimizer:
 		return newOptimizerPolicy(s)
 	}
-	if _, _, ok := peer.Lookup(name); ok {
+	if _, _, ok := peer.LookupIn(s.cfg.PeerPolicies, name); ok {
 		return newPeerPolicy(s, name)
 	}
 	return nil, fmt.Errorf("backtest: unknown policy %q", name)

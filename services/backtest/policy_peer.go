@@ -30,12 +30,13 @@ type peerPolicy struct {
 	metrics  []peer.Metrics
 
 	req      peer.Request
-	deferred [][]int32 // by cluster: requests held at its router, oldest first
-	bad      error     // the first invalid pick, ending the run
+	deferred [][]int32       // by cluster: requests held at its router, oldest first
+	backlog  *prefillBacklog // nil unless a router reads it (peer.BacklogReader)
+	bad      error           // the first invalid pick, ending the run
 }
 
 func newPeerPolicy(s *sim, name string) (*peerPolicy, error) {
-	pol, local, ok := peer.Lookup(name)
+	pol, local, ok := peer.LookupIn(s.cfg.PeerPolicies, name)
 	if !ok {
 		return nil, fmt.Errorf("backtest: unknown policy %q", name)
 	}
@@ -53,6 +54,9 @@ func newPeerPolicy(s *sim, name string) (*peerPolicy, error) {
 		p.routers[c] = r
 		p.views[c] = newPeerView(s, c, local)
 		p.firstObs[c], _ = r.(peer.FirstTokenObserver)
+		if _, ok := r.(peer.BacklogReader); ok && p.backlog == nil {
+			p.backlog = newPrefillBacklog(len(s.fi.engines), s.w.len())
+		}
 		p.doneObs[c], _ = r.(peer.CompletionObserver)
 		if pl, ok := r.(peer.Poller); ok {
 			p.pollers[c] = pl
@@ -61,7 +65,10 @@ func newPeerPolicy(s *sim, name string) (*peerPolicy, error) {
 			}
 		}
 	}
-	if p.firstObs[0] != nil {
+	for c := range p.views {
+		p.views[c].backlog = p.backlog
+	}
+	if p.firstObs[0] != nil || p.backlog != nil {
 		s.enableFirstTokens()
 	}
 	s.hooks = p
@@ -112,6 +119,11 @@ func (p *peerPolicy) offer(c, i int) int {
 		}
 		return pickNoEngine
 	}
+	if p.backlog != nil {
+		w := p.s.w
+		blocks := w.blocks[w.blockOff[i]:w.blockOff[i+1]]
+		p.backlog.sent(i, e, int(w.prompt[i]), p.s.engines[e].CachedPrefix(blocks)*p.fleet.BlockTokens)
+	}
 	return e
 }
 
@@ -129,6 +141,9 @@ func (p *peerPolicy) request(i int) *peer.Request {
 // it, then offer it its deferred requests.
 func (p *peerPolicy) firstToken(s *sim, i, e int) {
 	c := int(s.w.cluster[i])
+	if p.backlog != nil {
+		p.backlog.out(i, e)
+	}
 	if o := p.firstObs[c]; o != nil {
 		o.FirstToken(&p.views[c], p.request(i), e)
 	}
@@ -137,6 +152,9 @@ func (p *peerPolicy) firstToken(s *sim, i, e int) {
 
 func (p *peerPolicy) completed(s *sim, i, e int, failed bool) {
 	c := int(s.w.cluster[i])
+	if p.backlog != nil {
+		p.backlog.out(i, e)
+	}
 	if o := p.doneObs[c]; o != nil {
 		o.Completed(&p.views[c], p.request(i), e, failed)
 	}

@@ -88,6 +88,18 @@ type View interface {
 	// Members lists the same engines without the health filter: the
 	// router's configured workers.
 	Members() []int32
+	// CachedBlocks is how many leading blocks of blocks engine e holds in
+	// its prefix cache now: what a router that follows the engines' KV
+	// events (blocks stored and removed, Dynamo's default) knows, taken
+	// as delivered at once. It does not touch the cache.
+	CachedBlocks(e int, blocks []uint64) int
+	// PrefillBacklog is the prompt tokens engine e has yet to prefill for
+	// the requests sent to it that have not produced their first token,
+	// less the prefix each found cached when it was sent. It is live
+	// engine state, for the reference admission policy only
+	// (jsq-admission); it is tracked only for a Router that implements
+	// BacklogReader, and is 0 otherwise.
+	PrefillBacklog(e int) int64
 }
 
 // Router is one front-end cluster's instance of a policy.
@@ -110,6 +122,12 @@ type FirstTokenObserver interface {
 // CompletionObserver learns when a request it routed finished or failed.
 type CompletionObserver interface {
 	Completed(v View, r *Request, engine int, failed bool)
+}
+
+// BacklogReader marks a Router that reads View.PrefillBacklog, so that
+// the simulator tracks it (a prefix-cache lookup per request routed).
+type BacklogReader interface {
+	ReadsBacklog()
 }
 
 // Poller reads every engine's metrics every PollInterval, as a router that

@@ -10,10 +10,12 @@ import (
 // local one is healthy.
 const LocalSuffix = ":local"
 
-// Policies lists every policy of the package, in the order `ilb backtest`
-// lists them.
+// Policies lists every policy of the package with its shipped defaults,
+// in the order `ilb backtest` lists them.
 func Policies() []Policy {
 	return []Policy{
+		LLMD(DefaultLLMDConfig()),
+		Dynamo(DefaultDynamoConfig()),
 		powerOfTwoPolicy(),
 	}
 }
@@ -28,11 +30,17 @@ func Names() []string {
 }
 
 // Lookup finds the policy named name, which may carry LocalSuffix.
-func Lookup(name string) (p Policy, local, ok bool) {
+func Lookup(name string) (p Policy, local, ok bool) { return LookupIn(nil, name) }
+
+// LookupIn finds the policy named name (which may carry LocalSuffix) in
+// extra first, then among Policies: extra adds configured variants and
+// overrides shipped policies of the same name.
+func LookupIn(extra []Policy, name string) (p Policy, local, ok bool) {
 	base, local := strings.CutSuffix(name, LocalSuffix)
-	i := slices.IndexFunc(Policies(), func(p Policy) bool { return p.Name == base })
-	if i < 0 {
-		return Policy{}, false, false
+	for _, list := range [][]Policy{extra, Policies()} {
+		if i := slices.IndexFunc(list, func(p Policy) bool { return p.Name == base }); i >= 0 {
+			return list[i], local, true
+		}
 	}
-	return Policies()[i], local, true
+	return Policy{}, false, false
 }

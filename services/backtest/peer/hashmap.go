@@ -1,0 +1,101 @@
+package peer
+
+// hashMap maps block hashes to int32 values. The routers' prefix indexes
+// look up every block of every request, and with a Go map those lookups
+// were most of a peer policy's cost (cache misses in a large table). This
+// is an open-addressing table with linear probing, Fibonacci hashing
+// (trace block ids are often sequential) and backward-shift deletion,
+// kept at most half full.
+type hashMap struct {
+	slots []hashSlot // len is a power of two, or 0
+	shift uint
+	size  int
+}
+
+type hashSlot struct {
+	key uint64
+	val int32 // val+1; 0 marks an empty slot
+}
+
+func newHashMap(hint int) hashMap {
+	var m hashMap
+	m.resize(max(16, 2*hint))
+	return m
+}
+
+func (m *hashMap) home(key uint64) int { return int((key * 0x9e3779b97f4a7c15) >> m.shift) }
+
+func (m *hashMap) len() int { return m.size }
+
+func (m *hashMap) get(key uint64) (int32, bool) {
+	if m.size == 0 {
+		return 0, false
+	}
+	mask := len(m.slots) - 1
+	for i := m.home(key); ; i = (i + 1) & mask {
+		s := &m.slots[i]
+		if s.val == 0 {
+			return 0, false
+		}
+		if s.key == key {
+			return s.val - 1, true
+		}
+	}
+}
+
+// put sets key's value, adding key if absent.
+func (m *hashMap) put(key uint64, val int32) {
+	if 2*(m.size+1) > len(m.slots) {
+		m.resize(2 * len(m.slots))
+	}
+	mask := len(m.slots) - 1
+	i := m.home(key)
+	for m.slots[i].val != 0 && m.slots[i].key != key {
+		i = (i + 1) & mask
+	}
+	if m.slots[i].val == 0 {
+		m.size++
+	}
+	m.slots[i] = hashSlot{key: key, val: val + 1}
+}
+
+// del removes key, if present, shifting back the entries after it that
+// would otherwise become unreachable.
+func (m *hashMap) del(key uint64) {
+	if m.size == 0 {
+		return
+	}
+	mask := len(m.slots) - 1
+	i := m.home(key)
+	for m.slots[i].key != key || m.slots[i].val == 0 {
+		if m.slots[i].val == 0 {
+			return
+		}
+		i = (i + 1) & mask
+	}
+	for j := (i + 1) & mask; m.slots[j].val != 0; j = (j + 1) & mask {
+		if h := m.home(m.slots[j].key); (j-h)&mask >= (j-i)&mask {
+			m.slots[i] = m.slots[j]
+			i = j
+		}
+	}
+	m.slots[i] = hashSlot{}
+	m.size--
+}
+
+func (m *hashMap) resize(n int) {
+	size := 16
+	for size < n {
+		size *= 2
+	}
+	old := m.slots
+	m.slots, m.size, m.shift = make([]hashSlot, size), 0, 64
+	for s := size; s > 1; s >>= 1 {
+		m.shift--
+	}
+	for _, s := range old {
+		if s.val != 0 {
+			m.put(s.key, s.val-1)
+		}
+	}
+}
