@@ -41,6 +41,14 @@ type FleetEngine struct {
 	MaxBatch          int        `yaml:"max_batch"`
 	KVCacheTokens     int        `yaml:"kv_cache_tokens"`
 	Replicas          int        `yaml:"replicas,omitempty"` // default 1
+	// Scheduler is the engine's iteration model: SchedulerChunked (vLLM
+	// V1's chunked prefill, the default) or SchedulerWhole (whole-prompt
+	// prefill iterations that stop decoding).
+	Scheduler string `yaml:"scheduler,omitempty"`
+	// MaxNumBatchedTokens is chunked prefill's per-step token budget
+	// (vLLM's max_num_batched_tokens); 0 takes vLLM's default for the
+	// SKU (8192 on h100, 2048 on a100, else 8192).
+	MaxNumBatchedTokens int `yaml:"max_num_batched_tokens,omitempty"`
 	// URL is the engine's OpenAI-compatible base URL (the proxy appends
 	// /v1/chat/completions). Optional: `ilb dev` and engine-sim fill it in.
 	URL string `yaml:"url,omitempty"`

@@ -19,6 +19,13 @@ const (
 	DefaultTBOTSLOMs        = 100
 	DefaultMeanOutputTokens = 200
 	DefaultReplicas         = 1
+	DefaultScheduler        = SchedulerChunked
+)
+
+// The values of FleetEngine.Scheduler.
+const (
+	SchedulerChunked = "chunked"
+	SchedulerWhole   = "whole"
 )
 
 // MaxFleetBytes bounds the size of a fleet file.
@@ -121,6 +128,9 @@ func (f *Fleet) ApplyDefaults() {
 	setDefault(&f.MeanOutputTokens, DefaultMeanOutputTokens)
 	for i := range f.Engines {
 		setDefault(&f.Engines[i].Replicas, DefaultReplicas)
+		if f.Engines[i].Scheduler == "" {
+			f.Engines[i].Scheduler = DefaultScheduler
+		}
 	}
 }
 

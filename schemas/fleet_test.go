@@ -49,7 +49,7 @@ func TestParseDesignFleet(t *testing.T) {
 	}
 	want := FleetEngine{Name: "east-h100-0", Region: "east-us", SKU: "h100", Residency: "us",
 		PrefillTokensPerS: 8700, DecodeStepMs: DecodeStep{Base: 29.6, PerSeq: 0.35}, MaxBatch: 64,
-		KVCacheTokens: 500000, Replicas: 1}
+		KVCacheTokens: 500000, Replicas: 1, Scheduler: DefaultScheduler}
 	if e != want {
 		t.Errorf("engine = %+v, want %+v", e, want)
 	}
@@ -143,6 +143,9 @@ func TestParseFleetErrors(t *testing.T) {
 		{"max batch zero", sub("max_batch: 64\n", "max_batch: 0\n"), "max_batch 0 must be > 0", ErrInvalid},
 		{"kv below a block", sub("kv_cache_tokens: 500000\n", "kv_cache_tokens: 100\n"), "kv_cache_tokens 100 must hold at least one block (512 tokens)", ErrInvalid},
 		{"replicas negative", sub("max_batch: 64\n", "max_batch: 64\n    replicas: -2\n"), "replicas -2 must be > 0", ErrInvalid},
+		{"scheduler unknown", sub("max_batch: 64\n", "max_batch: 64\n    scheduler: chunky\n"), `scheduler "chunky" must be chunked or whole`, ErrInvalid},
+		{"budget below max batch", sub("max_batch: 64\n", "max_batch: 64\n    max_num_batched_tokens: 32\n"), "max_num_batched_tokens 32 must be 0 (the SKU's default) or at least max_batch 64", ErrInvalid},
+		{"budget negative", sub("max_batch: 64\n", "max_batch: 64\n    max_num_batched_tokens: -1\n"), "max_num_batched_tokens -1", ErrInvalid},
 		{"url relative", sub("max_batch: 64\n", "max_batch: 64\n    url: /v1\n"), `url "/v1" must be an absolute http or https URL`, ErrInvalid},
 		{"url scheme", sub("max_batch: 64\n", "max_batch: 64\n    url: ftp://h:1\n"), `url "ftp://h:1" must be`, ErrInvalid},
 		{"url unparsable", sub("max_batch: 64\n", "max_batch: 64\n    url: 'http://[::1'\n"), "url: parse", ErrInvalid},

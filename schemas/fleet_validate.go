@@ -158,6 +158,10 @@ func (f *Fleet) validateEngine(regions map[string]bool, e FleetEngine) error {
 		return fmt.Errorf("kv_cache_tokens %d must hold at least one block (%d tokens)", e.KVCacheTokens, f.BlockTokens)
 	case e.Replicas <= 0:
 		return fmt.Errorf("replicas %d must be > 0", e.Replicas)
+	case e.Scheduler != SchedulerChunked && e.Scheduler != SchedulerWhole:
+		return fmt.Errorf("scheduler %q must be %s or %s", e.Scheduler, SchedulerChunked, SchedulerWhole)
+	case e.MaxNumBatchedTokens < 0 || e.MaxNumBatchedTokens > 0 && e.MaxNumBatchedTokens < e.MaxBatch:
+		return fmt.Errorf("max_num_batched_tokens %d must be 0 (the SKU's default) or at least max_batch %d", e.MaxNumBatchedTokens, e.MaxBatch)
 	}
 	if err := checkPositive("prefill_tokens_per_s", e.PrefillTokensPerS); err != nil {
 		return err

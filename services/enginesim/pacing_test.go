@@ -43,8 +43,9 @@ func TestWallClockPacingMatchesTheModel(t *testing.T) {
 			t.Fatalf("%d %s", rec.Code, rec.Body)
 		}
 		// h100-a has two replicas: the model doubles prefill throughput
-		// and splits the per-sequence decode cost over them.
-		prefill := time.Duration(math.Round(502.0 / (2 * 9282) * 1e9))
+		// and splits the per-sequence decode cost over them. The prompt
+		// is one chunked step: the decode base plus its tokens.
+		prefill := time.Duration(math.Round((28.91e-3 + 502.0/(2*9282)) * 1e9))
 		step := time.Duration(math.Round((28.91 + 0.3343/2) * 1e6))
 		want := prefill + 99*step
 		if d := elapsed - want; d < 0 || d > 10*time.Microsecond {

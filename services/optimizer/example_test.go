@@ -19,6 +19,6 @@ func ExamplePriorProfile() {
 			p.Name, p.CapacityRps, p.TTFT.BaseMs, p.TTFT.QueueMs, p.TBOT.BaseMs, p.TBOT.SlopeMs)
 	}
 	// Output:
-	// east-h100-0: capacity 3.60 rps, ttft 130 + 35·ρ/(1−ρ) ms, tbot 30.0 + 44.5·ρ ms
-	// east-a100-0: capacity 1.95 rps, ttft 308 + 64·ρ/(1−ρ) ms, tbot 45.4 + 89.5·ρ ms
+	// east-h100-0: capacity 3.60 rps, ttft 160 + 35·ρ/(1−ρ) ms, tbot 30.0 + 44.5·ρ ms
+	// east-a100-0: capacity 1.95 rps, ttft 352 + 64·ρ/(1−ρ) ms, tbot 45.4 + 89.5·ρ ms
 }

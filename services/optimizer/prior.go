@@ -1,6 +1,8 @@
 package optimizer
 
 import (
+	"cmp"
+
 	"github.com/ilb-router/ilb/schemas"
 	"github.com/ilb-router/ilb/solver/engine"
 	"github.com/ilb-router/ilb/solver/optimize"
@@ -22,6 +24,13 @@ func PriorProfile(e schemas.FleetEngine, meanPromptTokens, meanOutputTokens floa
 		DecodePerSeqMs:    e.DecodeStepMs.PerSeq,
 		MaxBatch:          e.MaxBatch,
 		Replicas:          e.Replicas,
+	}
+	// The prior follows the engine's scheduler (an unparsed fleet's empty
+	// one is the default); in chunked mode WithDefaults fills the SKU's
+	// token budget when the fleet gives none.
+	if s, err := engine.ParseScheduler(cmp.Or(e.Scheduler, schemas.DefaultScheduler)); err == nil && s == engine.SchedulerChunked {
+		p.Scheduler, p.MaxNumBatchedTokens = s, e.MaxNumBatchedTokens
+		p, _ = p.WithDefaults(e.SKU)
 	}
 	return prior.Profile(e.Name, p, prior.Shape{PromptTokens: meanPromptTokens, OutputTokens: meanOutputTokens})
 }

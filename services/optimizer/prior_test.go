@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ilb-router/ilb/schemas"
+	"github.com/ilb-router/ilb/services/internal/fleetmodel"
 	"github.com/ilb-router/ilb/solver/engine"
 )
 
@@ -14,11 +15,15 @@ import (
 // TTFT and TBOT of the requests that finished.
 func simulate(t testing.TB, fe schemas.FleetEngine, loadRPS float64, prompt, output, n int, seed uint64) (ttft, tbot float64) {
 	t.Helper()
-	e, err := engine.New(engine.Params{
-		PrefillTokensPerS: fe.PrefillTokensPerS, DecodeBaseMs: fe.DecodeStepMs.Base,
-		DecodePerSeqMs: fe.DecodeStepMs.PerSeq, MaxBatch: fe.MaxBatch, KVCacheTokens: fe.KVCacheTokens,
-		BlockTokens: 512, Replicas: max(fe.Replicas, 1),
-	})
+	// The engine as the backtester and engine simulator model it, with
+	// its fleet scheduler, but without KV admission, which the prior
+	// leaves out.
+	p, err := fleetmodel.Params(&schemas.Fleet{BlockTokens: 512}, fe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.KVAdmission = false
+	e, err := engine.New(p)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,7 +41,14 @@ func newBenchWorkload(n int, ratePerS float64) benchWorkload {
 // req/cpu-s per second of the benchmark thread's CPU time (steadier on a
 // shared machine).
 func BenchmarkEngine(b *testing.B) {
+	for _, s := range []Scheduler{SchedulerChunked, SchedulerWhole} {
+		b.Run(s.String(), func(b *testing.B) { benchEngine(b, s) })
+	}
+}
+
+func benchEngine(b *testing.B, s Scheduler) {
 	p, _ := DefaultParams("h100")
+	p.Scheduler = s
 	e, err := New(p)
 	if err != nil {
 		b.Fatal(err)
@@ -85,4 +92,5 @@ func BenchmarkEngine(b *testing.B) {
 	if completions > 0 {
 		b.ReportMetric(ttftMs/float64(completions), "ttft-ms")
 	}
+
 }

@@ -97,6 +97,8 @@ type record struct {
 	cached   int
 	reserved int64 // KV tokens reserved while running (KVAdmission)
 	enter    int64 // value of Engine.step once its first token was out
+	left     int   // chunked: uncached prompt tokens not yet scheduled
+	sched    int   // chunked: prompt tokens scheduled in the step under way
 	blocks   []uint64
 }
 
@@ -106,6 +108,7 @@ const (
 	iterNone    iterKind = iota // a decision is due at iterEnd
 	iterPrefill                 // prefilling the records in Engine.prefill
 	iterDecode                  // runSteps decode steps of stepNs each
+	iterChunk                   // one chunked step: decodes and chunkN prompt chunks
 )
 
 // Engine is one simulated LLM engine. The zero value is not usable: call
@@ -126,6 +129,8 @@ type Engine struct {
 	baseNs     float64
 	perSeqNs   float64
 	kvLimit    int64
+	chunked    bool
+	budget     int // chunked: tokens per step over the ready replicas
 
 	// The clock and the iteration in progress. While busy, a decision is
 	// due at iterEnd; when not busy, nothing is waiting that can run.
@@ -140,6 +145,7 @@ type Engine struct {
 	step      int64  // decode steps completed
 	seq       uint64 // admissions so far, orders requests finishing together
 	uncached  int64  // prompt tokens to compute in the current prefill
+	chunkN    int    // chunked: records of prefill with a chunk in this step
 
 	recs       []record
 	free       []int32
@@ -175,7 +181,7 @@ func (e *Engine) Reset() {
 	e.ready = max(p.Replicas, 1)
 	e.total = e.ready
 	e.now, e.through, e.busy, e.kind = 0, -1, false, iterNone
-	e.iterStart, e.iterEnd, e.stepNs, e.runSteps, e.step, e.seq, e.uncached = 0, 0, 0, 0, 0, 0, 0
+	e.iterStart, e.iterEnd, e.stepNs, e.runSteps, e.step, e.seq, e.uncached, e.chunkN = 0, 0, 0, 0, 0, 0, 0, 0
 	e.free = e.free[:0]
 	for i := len(e.recs) - 1; i >= 0; i-- { // keep the records' block buffers
 		e.free = append(e.free, int32(i))

@@ -31,6 +31,6 @@ func Example() {
 		fmt.Printf("request %d: cached %d tokens, TTFT %.1f ms, TBOT %.2f ms\n", d.ID, d.CachedTokens, d.TTFTMs, d.TBOTMs)
 	}
 	// Output:
-	// request 1: cached 0 tokens, TTFT 220.6 ms, TBOT 29.24 ms
-	// request 2: cached 2048 tokens, TTFT 110.3 ms, TBOT 29.24 ms
+	// request 1: cached 0 tokens, TTFT 249.6 ms, TBOT 29.24 ms
+	// request 2: cached 2048 tokens, TTFT 139.2 ms, TBOT 29.24 ms
 }

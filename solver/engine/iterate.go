@@ -13,6 +13,8 @@ func (e *Engine) run(to int64, out []Done) []Done {
 			out = e.endPrefill(out)
 		case iterDecode:
 			out = e.endDecode(out)
+		case iterChunk:
+			out = e.endChunk(out)
 		}
 		out = e.startIteration(out)
 	}
@@ -23,6 +25,9 @@ func (e *Engine) run(to int64, out []Done) []Done {
 func (e *Engine) startIteration(out []Done) []Done {
 	t := e.iterEnd
 	e.iterStart = t
+	if e.chunked {
+		return e.startChunked(t, out)
+	}
 	out = e.admit(t, out)
 	switch {
 	case len(e.prefill) > 0:
@@ -32,14 +37,19 @@ func (e *Engine) startIteration(out []Done) []Done {
 		// The batch stays the same until the next request finishes or an
 		// arrival can be admitted (then Submit cuts the run short), so
 		// all the steps up to the next finish are taken in one go.
-		e.kind = iterDecode
-		e.stepNs = e.decodeStepNs(len(e.running))
-		e.runSteps = e.running[0].finish - e.step
-		e.iterEnd = endAfter(t, e.runSteps, e.stepNs)
+		e.startDecodeRun(t)
 	default:
 		e.kind, e.busy = iterNone, false
 	}
 	return out
+}
+
+// startDecodeRun starts the decode steps up to the next finish, at t.
+func (e *Engine) startDecodeRun(t int64) {
+	e.kind = iterDecode
+	e.stepNs = e.decodeStepNs(len(e.running))
+	e.runSteps = e.running[0].finish - e.step
+	e.iterEnd = endAfter(t, e.runSteps, e.stepNs)
 }
 
 // admit moves waiting requests into the prefill batch, in arrival order,
@@ -48,24 +58,36 @@ func (e *Engine) startIteration(out []Done) []Done {
 func (e *Engine) admit(t int64, out []Done) []Done {
 	e.uncached = 0
 	for e.waiting.len() > 0 && e.canAdmit(e.waiting.peek()) {
-		i := e.waiting.pop()
-		if e.errRate > 0 && e.rng.float64() < e.errRate {
-			out = append(out, e.failed(i, t, ErrorInjected))
-			e.stats.Injected++
-			e.release(i)
-			continue
+		var i int32
+		var ok bool
+		if i, ok, out = e.admitHead(t, out); ok {
+			r := &e.recs[i]
+			e.uncached += int64(r.prompt - r.cached)
+			e.kv.prefill += int64(r.prompt)
 		}
-		r := &e.recs[i]
-		r.cached = min(e.cache.prefixHits(r.blocks)*e.params.BlockTokens, r.prompt)
-		e.uncached += int64(r.prompt - r.cached)
-		e.kvReserved += r.reserved
-		e.kv.prefill += int64(r.prompt)
-		e.prefill = append(e.prefill, i)
-		e.stats.PromptTokens += int64(r.prompt)
-		e.stats.CachedTokens += int64(r.cached)
-		e.stats.OutputTokens += int64(r.output)
 	}
 	return out
+}
+
+// admitHead takes the head of the queue at t: it fails it when the error
+// rate draws so (ok false), else looks up its cached prefix, reserves its
+// KV and appends it to the prefill list.
+func (e *Engine) admitHead(t int64, out []Done) (int32, bool, []Done) {
+	i := e.waiting.pop()
+	if e.errRate > 0 && e.rng.float64() < e.errRate {
+		out = append(out, e.failed(i, t, ErrorInjected))
+		e.stats.Injected++
+		e.release(i)
+		return i, false, out
+	}
+	r := &e.recs[i]
+	r.cached = min(e.cache.prefixHits(r.blocks)*e.params.BlockTokens, r.prompt)
+	e.kvReserved += r.reserved
+	e.prefill = append(e.prefill, i)
+	e.stats.PromptTokens += int64(r.prompt)
+	e.stats.CachedTokens += int64(r.cached)
+	e.stats.OutputTokens += int64(r.output)
+	return i, true, out
 }
 
 // canAdmit reports whether record i fits in the batch now.
@@ -84,20 +106,26 @@ func (e *Engine) endPrefill(out []Done) []Done {
 	e.stats.Prefills++
 	e.stats.PrefillNs += t - e.iterStart
 	for _, i := range e.prefill {
-		r := &e.recs[i]
-		r.first = t
-		e.recordFirst(i, t)
-		e.cache.touchAll(r.blocks)
-		if r.output == 1 {
-			e.kv.prefill -= int64(r.prompt)
-			out = e.finish(i, t, out)
-			continue
-		}
-		e.startDecode(i)
-		e.running.push(runItem{finish: e.step + int64(r.output-1), seq: e.seq, rec: i})
-		e.seq++
+		out = e.prefilled(i, t, out)
 	}
 	e.prefill = e.prefill[:0]
+	return out
+}
+
+// prefilled gives record i, whose prefill ended at t, its first token,
+// caches its blocks, and moves it to the decode batch (or finishes it).
+func (e *Engine) prefilled(i int32, t int64, out []Done) []Done {
+	r := &e.recs[i]
+	r.first = t
+	e.recordFirst(i, t)
+	e.cache.touchAll(r.blocks)
+	if r.output == 1 {
+		e.kv.prefill -= int64(r.prompt)
+		return e.finish(i, t, out)
+	}
+	e.startDecode(i)
+	e.running.push(runItem{finish: e.step + int64(r.output-1), seq: e.seq, rec: i})
+	e.seq++
 	return out
 }
 
@@ -169,6 +197,8 @@ func (e *Engine) derive() {
 	e.baseNs = p.DecodeBaseMs * 1e6
 	e.perSeqNs = p.DecodePerSeqMs * 1e6 / r
 	e.kvLimit = int64(p.KVCacheTokens) * int64(max(e.ready, 1))
+	e.chunked = p.Scheduler == SchedulerChunked
+	e.budget = p.MaxNumBatchedTokens * max(e.ready, 1)
 }
 
 func (e *Engine) cacheBlocks() int {

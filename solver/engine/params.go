@@ -37,6 +37,51 @@ type Params struct {
 	// Replicas is the initial number of ready (and total) replicas; 0
 	// means 1. SetReplicas changes it later.
 	Replicas int
+	// Scheduler is the iteration model: SchedulerWhole (the zero value)
+	// or SchedulerChunked, vLLM V1's chunked prefill. DefaultParams and
+	// fleets default to chunked.
+	Scheduler Scheduler
+	// MaxNumBatchedTokens is chunked prefill's per-step token budget of
+	// one replica (vLLM's max_num_batched_tokens): decode tokens first,
+	// then prompt chunks. It must be at least MaxBatch, as vLLM requires
+	// of max_num_seqs. Whole mode ignores it.
+	MaxNumBatchedTokens int
+}
+
+// Scheduler selects how an engine forms iterations.
+type Scheduler uint8
+
+const (
+	// SchedulerWhole is continuous batching without chunked prefill: a
+	// prefill iteration computes whole prompts, and decoding stops
+	// during it.
+	SchedulerWhole Scheduler = iota
+	// SchedulerChunked is vLLM V1's chunked prefill: every step has a
+	// token budget, filled with one token per decoding request, then
+	// with prompt chunks in arrival order.
+	SchedulerChunked
+)
+
+// String returns the fleet file's name of s: "whole" or "chunked".
+func (s Scheduler) String() string {
+	switch s {
+	case SchedulerWhole:
+		return "whole"
+	case SchedulerChunked:
+		return "chunked"
+	}
+	return fmt.Sprintf("Scheduler(%d)", uint8(s))
+}
+
+// ParseScheduler returns the scheduler named s ("chunked" or "whole").
+func ParseScheduler(s string) (Scheduler, error) {
+	switch strings.ToLower(s) {
+	case "chunked":
+		return SchedulerChunked, nil
+	case "whole":
+		return SchedulerWhole, nil
+	}
+	return 0, fmt.Errorf("%w: scheduler %q (want chunked or whole)", ErrInvalid, s)
 }
 
 // Calibrated defaults: llama2-70b, tensor parallel 4, fitted from the
@@ -55,6 +100,13 @@ type Params struct {
 // So an 8192-token prompt prefills in 883 ms on h100 (measured: 943 ms) and a
 // decode step at batch 64 takes 50.3 ms (measured: 52.0 ms).
 //
+// Token budget: vLLM's EngineArgs.get_batch_defaults
+// (vllm/engine/arg_utils.py) gives the OpenAI API server
+// max_num_batched_tokens = 8192 on GPUs with at least 70 GiB that are not
+// A100s (H100, H200, MI300X), and 2048 elsewhere, A100-80GB included
+// (vLLM PR #17885: larger budgets lowered A100 throughput). The defaults
+// follow it, since ilb models online serving behind a router.
+//
 // KV cache: llama2-70b keeps 80 layers x 8 KV heads x 128 dims x 2 (K and V)
 // x 2 bytes = 320 KiB per token. Four 80 GiB GPUs at vLLM's default 0.9
 // memory fraction, less 138 GB of fp16 weights (68.98e9 parameters), leave
@@ -72,18 +124,26 @@ const (
 	defaultMaxBatch       = 64
 	defaultKVCacheTokens  = 500_000
 	defaultBlockTokens    = 512
+	h100BatchedTokens     = 8192
+	a100BatchedTokens     = 2048
+	// DefaultMaxNumBatchedTokens is the budget WithDefaults gives an
+	// engine whose SKU has no defaults: vLLM's for large GPUs.
+	DefaultMaxNumBatchedTokens = h100BatchedTokens
 )
 
 // DefaultParams returns the calibrated parameters for a SKU ("h100" or
 // "a100", case-insensitive; the data set's "h100-80gb" and "a100-80gb" are
 // accepted too) and false for any other SKU.
 func DefaultParams(sku string) (Params, bool) {
-	p := Params{MaxBatch: defaultMaxBatch, KVCacheTokens: defaultKVCacheTokens, BlockTokens: defaultBlockTokens, Replicas: 1}
+	p := Params{MaxBatch: defaultMaxBatch, KVCacheTokens: defaultKVCacheTokens, BlockTokens: defaultBlockTokens, Replicas: 1,
+		Scheduler: SchedulerChunked}
 	switch strings.ToLower(sku) {
 	case "h100", "h100-80gb":
 		p.PrefillTokensPerS, p.DecodeBaseMs, p.DecodePerSeqMs = h100PrefillTokensPerS, h100DecodeBaseMs, h100DecodePerSeqMs
+		p.MaxNumBatchedTokens = h100BatchedTokens
 	case "a100", "a100-80gb":
 		p.PrefillTokensPerS, p.DecodeBaseMs, p.DecodePerSeqMs = a100PrefillTokensPerS, a100DecodeBaseMs, a100DecodePerSeqMs
+		p.MaxNumBatchedTokens = a100BatchedTokens
 	default:
 		return Params{}, false
 	}
@@ -115,6 +175,11 @@ func (p Params) Validate() error {
 		return fmt.Errorf("%w: kv_cache_tokens %d must be in [0, 2^30]", ErrInvalid, p.KVCacheTokens)
 	case p.Replicas < 0 || p.Replicas > maxReplicas:
 		return fmt.Errorf("%w: replicas %d must be in [0, %d]", ErrInvalid, p.Replicas, maxReplicas)
+	case p.Scheduler > SchedulerChunked:
+		return fmt.Errorf("%w: scheduler %v", ErrInvalid, p.Scheduler)
+	case p.Scheduler == SchedulerChunked && (p.MaxNumBatchedTokens < p.MaxBatch || p.MaxNumBatchedTokens > maxTokens):
+		return fmt.Errorf("%w: max_num_batched_tokens %d must be in [max_batch %d, 2^30] (vLLM requires max_num_batched_tokens >= max_num_seqs)",
+			ErrInvalid, p.MaxNumBatchedTokens, p.MaxBatch)
 	}
 	return nil
 }
@@ -126,8 +191,10 @@ func positive(x float64) bool    { return x > 0 && !math.IsInf(x, 1) }
 func nonNegative(x float64) bool { return x >= 0 && !math.IsInf(x, 1) }
 
 // WithDefaults returns p with its zero fields filled from DefaultParams of
-// sku (the decode step only when both of its terms are zero) and Replicas
-// at least 1. known reports whether sku has defaults. The engine simulator
+// sku (the decode step only when both of its terms are zero), Replicas
+// at least 1 and, in chunked mode, MaxNumBatchedTokens from the SKU or
+// else DefaultMaxNumBatchedTokens (raised to MaxBatch if that is larger).
+// The scheduler is the caller's. known reports whether sku has defaults. The engine simulator
 // and the backtester both map fleet engines through it, so they model the
 // same engine.
 func (p Params) WithDefaults(sku string) (filled Params, known bool) {
@@ -137,11 +204,17 @@ func (p Params) WithDefaults(sku string) (filled Params, known bool) {
 		fillZero(&p.MaxBatch, def.MaxBatch)
 		fillZero(&p.KVCacheTokens, def.KVCacheTokens)
 		fillZero(&p.BlockTokens, def.BlockTokens)
+		if p.Scheduler == SchedulerChunked {
+			fillZero(&p.MaxNumBatchedTokens, max(def.MaxNumBatchedTokens, p.MaxBatch))
+		}
 		if p.DecodeBaseMs == 0 && p.DecodePerSeqMs == 0 {
 			p.DecodeBaseMs, p.DecodePerSeqMs = def.DecodeBaseMs, def.DecodePerSeqMs
 		}
 	}
 	fillZero(&p.Replicas, 1)
+	if p.Scheduler == SchedulerChunked {
+		fillZero(&p.MaxNumBatchedTokens, max(DefaultMaxNumBatchedTokens, p.MaxBatch))
+	}
 	return p, known
 }
 

@@ -41,6 +41,12 @@ func workloadFromBytes(data []byte) workload {
 		Replicas:          1 + int((hdr[6]>>3)%2),
 	}}
 	w.p.KVCacheTokens = int(hdr[2]%12)*w.p.BlockTokens + int(hdr[2]>>7)*3
+	if hdr[6]&0x10 != 0 {
+		// Budgets from MaxBatch (every step can be full of decodes) up to
+		// more than most prompts.
+		w.p.Scheduler = SchedulerChunked
+		w.p.MaxNumBatchedTokens = w.p.MaxBatch + 7*int(hdr[6]>>5)
+	}
 	if w.p.DecodeBaseMs+w.p.DecodePerSeqMs == 0 {
 		w.p.DecodeBaseMs = 0.001 // a 1 us step: time must move
 	}

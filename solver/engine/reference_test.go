@@ -24,6 +24,7 @@ type refEngine struct {
 	waiting, prefill []*refReq
 	running          []*refReq
 	kvReserved       int64
+	scheduled        int      // chunked: requests in prefill with a chunk in this step
 	cache            []uint64 // most recently used first
 	pending          []Done
 	steps            int64
@@ -36,6 +37,7 @@ type refReq struct {
 	r                Request
 	arrival, first   int64
 	cached, produced int
+	computed, chunk  int // chunked: prompt tokens scheduled before this step, and in it
 }
 
 func newRef(p Params) *refEngine {
@@ -112,6 +114,13 @@ func (g *refEngine) run(to int64, out []Done) []Done {
 		case iterDecode:
 			g.decodeNs += t - g.iterStart
 			out = g.endStep(t, out)
+		case iterChunk:
+			g.prefillNs += t - g.iterStart
+			out = g.endChunkStep(t, out)
+		}
+		if g.p.Scheduler == SchedulerChunked {
+			out = g.startChunk(t, out)
+			continue
 		}
 		out = g.start(t, out)
 	}
@@ -120,17 +129,21 @@ func (g *refEngine) run(to int64, out []Done) []Done {
 
 func (g *refEngine) endPrefill(t int64, out []Done) []Done {
 	for _, q := range g.prefill {
-		q.first, q.produced = t, 1
-		for i := len(q.r.Blocks) - 1; i >= 0; i-- {
-			g.touch(q.r.Blocks[i])
-		}
-		if q.r.OutputTokens == 1 {
-			out = append(out, g.done(q, t))
-		} else {
-			g.running = append(g.running, q)
-		}
+		out = g.firstToken(q, t, out)
 	}
 	g.prefill = nil
+	return out
+}
+
+func (g *refEngine) firstToken(q *refReq, t int64, out []Done) []Done {
+	q.first, q.produced = t, 1
+	for i := len(q.r.Blocks) - 1; i >= 0; i-- {
+		g.touch(q.r.Blocks[i])
+	}
+	if q.r.OutputTokens == 1 {
+		return append(out, g.done(q, t))
+	}
+	g.running = append(g.running, q)
 	return out
 }
 
@@ -194,7 +207,11 @@ func (g *refEngine) start(t int64, out []Done) []Done {
 func (g *refEngine) held() int64 {
 	var n int64
 	for _, q := range g.prefill {
-		n += int64(q.r.PromptTokens)
+		if g.p.Scheduler == SchedulerChunked {
+			n += int64(q.cached + q.computed + q.chunk)
+		} else {
+			n += int64(q.r.PromptTokens)
+		}
 	}
 	for _, q := range g.running {
 		n += int64(q.r.PromptTokens + q.produced)
@@ -230,4 +247,78 @@ func (g *refEngine) touch(b uint64) {
 	if len(g.cache) > g.cacheCap() {
 		g.cache = g.cache[:len(g.cache)-1]
 	}
+}
+
+// startChunk is chunked prefill's step choice, one step at a time: one
+// token per decoding request, then prompt chunks in order, then new
+// admissions while the budget lasts.
+func (g *refEngine) startChunk(t int64, out []Done) []Done {
+	g.iterStart = t
+	budget := g.p.MaxNumBatchedTokens*max(g.ready, 1) - len(g.running)
+	tokens, scheduled := 0, 0
+	for _, q := range g.prefill {
+		if budget <= 0 {
+			break
+		}
+		q.chunk = min(q.r.PromptTokens-q.cached-q.computed, budget)
+		budget -= q.chunk
+		tokens += q.chunk
+		scheduled++
+	}
+	for budget > 0 && len(g.waiting) > 0 && g.fits(g.waiting[0]) {
+		q := g.waiting[0]
+		g.waiting = g.waiting[1:]
+		if g.errRate > 0 && g.rng.float64() < g.errRate {
+			out = append(out, Done{ID: q.r.ID, Tag: q.r.Tag, ArrivalNs: q.arrival, FirstTokenNs: t, FinishNs: t,
+				PromptTokens: q.r.PromptTokens, OutputTokens: q.r.OutputTokens, Error: ErrorInjected})
+			continue
+		}
+		q.cached = min(g.hits(q.r.Blocks)*g.p.BlockTokens, q.r.PromptTokens)
+		g.kvReserved += int64(q.r.PromptTokens + q.r.OutputTokens)
+		q.chunk = min(q.r.PromptTokens-q.cached, budget)
+		budget -= q.chunk
+		tokens += q.chunk
+		scheduled++
+		g.prefill = append(g.prefill, q)
+	}
+	g.scheduled = scheduled
+	switch {
+	case scheduled > 0:
+		g.kind, g.end = iterChunk, t+g.chunkDur(tokens, len(g.running))
+	case len(g.running) > 0:
+		g.kind, g.end = iterDecode, t+g.stepDur(len(g.running))
+	default:
+		g.kind, g.busy = iterNone, false
+	}
+	return out
+}
+
+func (g *refEngine) chunkDur(tokens, b int) int64 {
+	ns := g.p.DecodeBaseMs*1e6 + g.p.DecodePerSeqMs*1e6/g.replicas()*float64(b) +
+		float64(tokens)*(1e9/(g.p.PrefillTokensPerS*g.replicas()))
+	if tokens > 0 {
+		ns += g.p.PrefillOverheadMs * 1e6
+	}
+	return max(int64(math.Round(ns*g.slowdown)), 1)
+}
+
+// endChunkStep gives every decoding request a token, then the first
+// token to every request whose prompt is done.
+func (g *refEngine) endChunkStep(t int64, out []Done) []Done {
+	out = g.endStep(t, out)
+	g.steps-- // a chunked step is not a decode step
+	var still []*refReq
+	for k, q := range g.prefill {
+		if k < g.scheduled {
+			q.computed += q.chunk
+			q.chunk = 0
+			if q.cached+q.computed == q.r.PromptTokens {
+				out = g.firstToken(q, t, out)
+				continue
+			}
+		}
+		still = append(still, q)
+	}
+	g.prefill = still
+	return out
 }

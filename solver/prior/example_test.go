@@ -21,6 +21,6 @@ func ExampleProfile() {
 			e.CapacityRps, e.TTFT.BaseMs, e.TTFT.QueueMs, e.TBOT.BaseMs, e.TBOT.SlopeMs)
 	}
 	// Output:
-	// capacity 1.70 rps, ttft 446 + 73·ρ/(1−ρ) ms, tbot 29.2 + 119.7·ρ ms
-	// capacity 1.70 rps, ttft 446 + 431·ρ/(1−ρ) ms, tbot 29.2 + 119.7·ρ ms
+	// capacity 1.70 rps, ttft 474 + 73·ρ/(1−ρ) ms, tbot 29.2 + 119.7·ρ ms
+	// capacity 1.70 rps, ttft 474 + 431·ρ/(1−ρ) ms, tbot 29.2 + 119.7·ρ ms
 }

@@ -25,17 +25,25 @@ const tbotSecant = 0.75
 
 // Profile is the solver profile of an engine with parameters p for
 // requests of shape sh. It reads the engine model (solver/engine:
-// continuous batching without chunked prefill, one decode step of
-// DecodeBaseMs + DecodePerSeqMs·b at batch b) for the mean request:
+// continuous batching, one decode step of DecodeBaseMs + DecodePerSeqMs·b
+// at batch b, prefill whole or chunked as p.Scheduler says) for the mean
+// request:
 //
 //   - prefill p = uncached prompt / PrefillTokensPerS + PrefillOverheadMs,
-//     with uncached = PromptTokens·(1 − CachedFraction); while it runs,
-//     decoding stops.
+//     with uncached = PromptTokens·(1 − CachedFraction): the compute its
+//     prompt takes, in either mode. In whole mode decoding stops while it
+//     runs; in chunked mode the prompt's chunks share steps with the
+//     decodes, which makes the steps longer by the same total time. So
+//     capacity and mean TBOT below hold for both modes; chunked prefill
+//     changes how the stall is spread over tokens (the tail), not its
+//     mean.
 //   - At saturation the batch is full (B = MaxBatch): one request costs
 //     its prefill plus its share of the decode steps,
 //     s = p + (out − 1)·step(B)/B, so capacity_rps = replicas / s.
 //   - ttft.base_ms = p plus half of a batch-1 decode step (the iteration
-//     under way when a request arrives at light load).
+//     under way when a request arrives at light load). In chunked mode
+//     each of the prompt's ⌈uncached/MaxNumBatchedTokens⌉ steps also
+//     pays the step's fixed DecodeBaseMs.
 //   - ttft.queue_ms, the q of q·ρ/(1−ρ): when the second moment of the
 //     uncached prompt is known, the Pollaczek–Khinchine wait of one M/G/1
 //     queue of prefills, E[p²]/(2·E[p]). Prefills do not run in parallel
@@ -69,8 +77,9 @@ func Profile(name string, p engine.Params, sh Shape) optimize.Engine {
 	return optimize.Engine{
 		Name:        name,
 		CapacityRps: 1000 * replicas / serviceMs,
-		TTFT:        optimize.TTFT{BaseMs: prefillMs + oneStepMs/2, QueueMs: queueMs(p, sh, uncached, prefillMs, serviceMs, replicas, batch)},
-		TBOT:        optimize.TBOT{BaseMs: oneStepMs, SlopeMs: tbotSecant * max(tbotFull-oneStepMs, 0)},
+		TTFT: optimize.TTFT{BaseMs: prefillMs + chunkBaseMs(p, uncached) + oneStepMs/2,
+			QueueMs: queueMs(p, sh, uncached, prefillMs, serviceMs, replicas, batch)},
+		TBOT: optimize.TBOT{BaseMs: oneStepMs, SlopeMs: tbotSecant * max(tbotFull-oneStepMs, 0)},
 	}
 }
 
@@ -83,4 +92,14 @@ func queueMs(p engine.Params, sh Shape, uncached, prefillMs, serviceMs, replicas
 		return 1000 * sh.UncachedSq / (2 * uncached * p.PrefillTokensPerS)
 	}
 	return prefillMs
+}
+
+// chunkBaseMs is the fixed step cost a prompt of uncached tokens pays in
+// chunked mode: DecodeBaseMs for each of its steps (at least one); 0 in
+// whole mode.
+func chunkBaseMs(p engine.Params, uncached float64) float64 {
+	if p.Scheduler != engine.SchedulerChunked || p.MaxNumBatchedTokens <= 0 {
+		return 0
+	}
+	return math.Max(1, math.Ceil(uncached/float64(p.MaxNumBatchedTokens))) * p.DecodeBaseMs
 }

@@ -65,6 +65,18 @@ func TestProfileShape(t *testing.T) {
 	if got := Profile("h", three, Shape{PromptTokens: 4000, OutputTokens: 200, UncachedSq: 3 * 4000 * 4000}); got.TTFT.QueueMs != pk.TTFT.QueueMs {
 		t.Errorf("3 replicas: P-K queue %v, want %v", got.TTFT.QueueMs, pk.TTFT.QueueMs)
 	}
+	// Chunked prefill: each step of the prompt pays the decode base (a
+	// 20k-token prompt takes 3 steps of 8192); the rest is the same.
+	chunked := h100
+	chunked.Scheduler, chunked.MaxNumBatchedTokens = engine.SchedulerChunked, 8192
+	for _, prompt := range []float64{4000, 20000} {
+		w := Profile("h", h100, Shape{PromptTokens: prompt, OutputTokens: 200})
+		c := Profile("h", chunked, Shape{PromptTokens: prompt, OutputTokens: 200})
+		steps := math.Ceil(prompt / 8192)
+		if math.Abs(c.TTFT.BaseMs-w.TTFT.BaseMs-steps*29.6) > 1e-9 || c.CapacityRps != w.CapacityRps || c.TBOT != w.TBOT {
+			t.Errorf("%v-token prompt: chunked %+v, whole %+v; want TTFT base + %v·29.6 ms, the rest equal", prompt, c, w, steps)
+		}
+	}
 	// One-token answers never decode: TBOT stays one full step.
 	if one := Profile("h", h100, Shape{PromptTokens: 4000, OutputTokens: 1}); math.Abs(one.TBOT.SlopeMs-0.75*(52-29.95)) > 1e-9 {
 		t.Errorf("one-token outputs: tbot slope %v", one.TBOT.SlopeMs)
@@ -77,13 +89,22 @@ func TestProfileShape(t *testing.T) {
 // and above it the prior errs on the safe side (it overestimates, by 40-50%
 // at ρ = 0.7-0.8, because ρ counts decode time that does not delay a
 // prefill). The M/M/c term of a prior without the second moment
-// underestimates from ρ = 0.3 on, by half at ρ = 0.8.
+// underestimates from ρ = 0.3 on, by half at ρ = 0.8. Both schedulers.
 func TestProfileHeavyTailsMatchEngineModel(t *testing.T) {
+	chunked := h100
+	chunked.Scheduler, chunked.MaxNumBatchedTokens = engine.SchedulerChunked, 8192
+	for _, params := range []engine.Params{h100, chunked} {
+		t.Run(params.Scheduler.String(), func(t *testing.T) { checkHeavyTails(t, params) })
+	}
+}
+
+func checkHeavyTails(t *testing.T, h100 engine.Params) {
 	const prompt, output = 4000.0, 200
 	p := Profile("h", h100, Shape{PromptTokens: prompt, OutputTokens: output, UncachedSq: 2 * prompt * prompt})
 	mmc := Profile("h", h100, Shape{PromptTokens: prompt, OutputTokens: output})
 	for _, rho := range []float64{0.2, 0.3, 0.5, 0.6, 0.7, 0.8} {
 		got := simulate(t, h100, rho*p.CapacityRps, prompt, output, 6000, 1)
+		t.Logf("ρ=%.1f: engine %.0f ms, P-K prior %.0f ms", rho, got, p.TTFT.BaseMs+p.TTFT.QueueMs*rho/(1-rho))
 		pred := p.TTFT.BaseMs + p.TTFT.QueueMs*rho/(1-rho)
 		predMMC := mmc.TTFT.BaseMs + mmc.TTFT.QueueMs*rho/(1-rho)
 		if rho <= 0.6 && math.Abs(pred/got-1) > 0.3 {

@@ -16,10 +16,19 @@ import (
 
 // Params returns the engine model parameters of fleet engine fe: the
 // fleet's numbers, with zero ones taken from engine.DefaultParams of fe's
-// SKU. KV admission is on, as in vLLM: a request waits while the KV
-// memory reserved by the running ones would not hold it. The error names
-// the engine and, when its SKU has no defaults, says so.
+// SKU, and its scheduler (schemas.DefaultScheduler when empty). KV
+// admission is on, as in vLLM: a request waits while the KV memory
+// reserved by the running ones would not hold it. The error names the
+// engine and, when its SKU has no defaults, says so.
 func Params(f *schemas.Fleet, fe schemas.FleetEngine) (engine.Params, error) {
+	name := fe.Scheduler
+	if name == "" {
+		name = schemas.DefaultScheduler
+	}
+	sched, err := engine.ParseScheduler(name)
+	if err != nil {
+		return engine.Params{}, fmt.Errorf("engine %q: %w", fe.Name, err)
+	}
 	p := engine.Params{
 		PrefillTokensPerS: fe.PrefillTokensPerS,
 		DecodeBaseMs:      fe.DecodeStepMs.Base,
@@ -29,6 +38,9 @@ func Params(f *schemas.Fleet, fe schemas.FleetEngine) (engine.Params, error) {
 		BlockTokens:       f.BlockTokens,
 		Replicas:          fe.Replicas,
 		KVAdmission:       true,
+		Scheduler:         sched,
+		// 0 takes the SKU's budget in WithDefaults.
+		MaxNumBatchedTokens: fe.MaxNumBatchedTokens,
 	}
 	p, known := p.WithDefaults(fe.SKU)
 	if err := p.Validate(); err != nil {

@@ -11,6 +11,10 @@ import (
 func TestParams(t *testing.T) {
 	a100, _ := engine.DefaultParams("a100")
 	a100.KVAdmission, a100.BlockTokens = true, 64
+	chunked := func(p engine.Params, budget int) engine.Params {
+		p.Scheduler, p.MaxNumBatchedTokens = engine.SchedulerChunked, budget
+		return p
+	}
 	for _, tc := range []struct {
 		name  string
 		block int
@@ -23,12 +27,22 @@ func TestParams(t *testing.T) {
 			func() engine.Params { p := a100; p.BlockTokens = 512; return p }(), ""},
 		{"fleet numbers win", 64, schemas.FleetEngine{Name: "e", SKU: "h100", PrefillTokensPerS: 100,
 			DecodeStepMs: schemas.DecodeStep{Base: 10, PerSeq: 1}, MaxBatch: 3, KVCacheTokens: 640, Replicas: 4},
-			engine.Params{PrefillTokensPerS: 100, DecodeBaseMs: 10, DecodePerSeqMs: 1, MaxBatch: 3,
-				KVCacheTokens: 640, BlockTokens: 64, Replicas: 4, KVAdmission: true}, ""},
+			chunked(engine.Params{PrefillTokensPerS: 100, DecodeBaseMs: 10, DecodePerSeqMs: 1, MaxBatch: 3,
+				KVCacheTokens: 640, BlockTokens: 64, Replicas: 4, KVAdmission: true}, 8192), ""},
+		{"whole scheduler", 64, schemas.FleetEngine{Name: "e", SKU: "a100", Scheduler: "whole"},
+			func() engine.Params {
+				p := a100
+				p.Scheduler, p.MaxNumBatchedTokens = engine.SchedulerWhole, 0
+				return p
+			}(), ""},
+		{"fleet budget", 64, schemas.FleetEngine{Name: "e", SKU: "a100", Scheduler: "chunked", MaxNumBatchedTokens: 4096},
+			chunked(a100, 4096), ""},
+		{"bad scheduler", 64, schemas.FleetEngine{Name: "e", SKU: "a100", Scheduler: "fifo"}, engine.Params{},
+			`engine "e": engine: invalid: scheduler "fifo"`},
 		{"unknown sku with every number", 16, schemas.FleetEngine{Name: "e", SKU: "small", PrefillTokensPerS: 20000,
 			DecodeStepMs: schemas.DecodeStep{Base: 20, PerSeq: 1}, MaxBatch: 4, KVCacheTokens: 100000},
-			engine.Params{PrefillTokensPerS: 20000, DecodeBaseMs: 20, DecodePerSeqMs: 1, MaxBatch: 4,
-				KVCacheTokens: 100000, BlockTokens: 16, Replicas: 1, KVAdmission: true}, ""},
+			chunked(engine.Params{PrefillTokensPerS: 20000, DecodeBaseMs: 20, DecodePerSeqMs: 1, MaxBatch: 4,
+				KVCacheTokens: 100000, BlockTokens: 16, Replicas: 1, KVAdmission: true}, 8192), ""},
 		{"unknown sku without numbers", 16, schemas.FleetEngine{Name: "tpu-0", SKU: "tpu"}, engine.Params{},
 			`engine "tpu-0": `},
 		{"unknown sku hint", 16, schemas.FleetEngine{Name: "tpu-0", SKU: "tpu"}, engine.Params{},
