@@ -53,6 +53,6 @@ engines:
 			p.Policy, p.TTFTMs.P50, p.CacheHitRatio, 100*p.FollowupMovedRatio)
 	}
 	// Output:
-	// round-robin TTFT p50 103.4 ms, cache hit 0.154, follow-ups moved 50%
-	// hash        TTFT p50 103.4 ms, cache hit 0.462, follow-ups moved 0%
+	// round-robin TTFT p50 123.4 ms, cache hit 0.154, follow-ups moved 50%
+	// hash        TTFT p50 123.4 ms, cache hit 0.462, follow-ups moved 0%
 }

@@ -88,10 +88,12 @@ func run(t testing.TB, f *schemas.Fleet, tr *Trace, mutate func(*Config)) *Resul
 }
 
 func TestKnownAnswer(t *testing.T) {
-	// Two turns of one conversation on one idle engine. Turn 1: 1024
-	// prompt tokens prefill in 102.4 ms, 4 more tokens take 4 decode steps
-	// of 20 ms. Turn 2 (at 1 s) finds its first two blocks cached: 512
-	// tokens to prefill, 51.2 ms. Every latency gains the 1 ms network.
+	// Two turns of one conversation on one idle engine (chunked prefill,
+	// the default: a prompt's step costs the 20 ms decode base plus its
+	// tokens). Turn 1: 1024 prompt tokens prefill in 20 + 102.4 ms, 4
+	// more tokens take 4 decode steps of 20 ms. Turn 2 (at 1 s) finds its
+	// first two blocks cached: 512 tokens to prefill, 20 + 51.2 ms. Every
+	// latency gains the 1 ms network.
 	tr, err := ReadTrace(strings.NewReader("timestamp_ms,cluster,conversation_id,input_tokens,output_tokens,prefix_blocks\n"+
 		"0,fe-a,c1,1024,5,1 2\n1000,fe-a,c1,1536,1,1 2 3\n"), ReadOptions{})
 	if err != nil {
@@ -101,8 +103,8 @@ func TestKnownAnswer(t *testing.T) {
 	for _, p := range res.Policies {
 		want := PolicyResult{Served: 2, CacheHitRatio: 1024.0 / 2560}
 		if p.Served != want.Served || math.Abs(p.CacheHitRatio-want.CacheHitRatio) > 1e-12 ||
-			!close(p.TTFTMs.P50, 52.2) || !close(p.TTFTMs.P99, 103.4) || !close(p.E2EMs.P99, 183.4) ||
-			!close(p.TTFTMs.Mean, (103.4+52.2)/2) || p.Followups != 1 || p.FollowupMovedRatio != 0 {
+			!close(p.TTFTMs.P50, 72.2) || !close(p.TTFTMs.P99, 123.4) || !close(p.E2EMs.P99, 203.4) ||
+			!close(p.TTFTMs.Mean, (123.4+72.2)/2) || p.Followups != 1 || p.FollowupMovedRatio != 0 {
 			t.Errorf("%s: %+v", p.Policy, p)
 		}
 	}

@@ -22,15 +22,16 @@ const (
 	FormatCSV      Format = "csv"      // ilb's CSV
 	FormatMooncake Format = "mooncake" // Mooncake JSONL
 	FormatAzure    Format = "azure"    // Azure LLM inference CSV
+	FormatLMBench  Format = "lmbench"  // LMBenchmark per-request log CSV
 )
 
 // ParseFormat returns the format named s.
 func ParseFormat(s string) (Format, error) {
 	switch f := Format(strings.ToLower(s)); f {
-	case FormatAuto, FormatCSV, FormatMooncake, FormatAzure:
+	case FormatAuto, FormatCSV, FormatMooncake, FormatAzure, FormatLMBench:
 		return f, nil
 	}
-	return "", fmt.Errorf("backtest: unknown trace format %q (want auto, csv, mooncake or azure)", s)
+	return "", fmt.Errorf("backtest: unknown trace format %q (want auto, csv, mooncake, azure or lmbench)", s)
 }
 
 // Request is one request of a trace.
@@ -128,6 +129,8 @@ func ReadTrace(r io.Reader, opt ReadOptions) (*Trace, error) {
 		p = &mooncakeParser{}
 	case FormatAzure:
 		p = &azureParser{}
+	case FormatLMBench:
+		p = &lmbenchParser{}
 	}
 	t := &Trace{Format: format}
 	if err := readLines(lr, p, opt.SkipBad, t); err != nil {
@@ -296,8 +299,10 @@ func detect(br *bufio.Reader, f Format) (Format, error) {
 		return FormatCSV, nil
 	case strings.HasPrefix(lower, "timestamp,") && strings.Contains(lower, "contexttokens"):
 		return FormatAzure, nil
+	case isLMBenchHeader(lower):
+		return FormatLMBench, nil
 	}
-	return "", fmt.Errorf("%w: cannot tell the format from the first line %q (want an ilb CSV header, an Azure CSV header or Mooncake JSON); use --format", ErrBadTrace, clip(string(first), 80))
+	return "", fmt.Errorf("%w: cannot tell the format from the first line %q (want an ilb CSV header, an Azure CSV header, an LMBench log header or Mooncake JSON); use --format", ErrBadTrace, clip(string(first), 80))
 }
 
 func clip(s string, n int) string {

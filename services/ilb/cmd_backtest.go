@@ -44,7 +44,7 @@ func cmdBacktest(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&f.fleet, "fleet", "", "fleet file (YAML)")
 	fs.StringVar(&f.trace, "trace", "", "request trace file")
 	fs.StringVar(&f.policy, "policy", "all", "comma-separated policies, or all")
-	fs.StringVar(&f.format, "format", "auto", "trace format: auto, csv, mooncake or azure")
+	fs.StringVar(&f.format, "format", "auto", "trace format: auto, csv, mooncake, azure or lmbench")
 	fs.Float64Var(&f.speed, "speed", 1, "divide every gap between arrivals by this")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of every random choice (same seed, same numbers)")
 	fs.StringVar(&f.jsonOut, "json", "", "write the results as JSON to this file")

@@ -11,7 +11,7 @@ import (
 
 func cmdTrace(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 || isHelp(args[0]) {
-		fmt.Fprintln(e.stdout, "Usage: ilb trace convert --in FILE [--from auto|csv|mooncake|azure] --out FILE.csv [--fleet FILE]\n\n"+
+		fmt.Fprintln(e.stdout, "Usage: ilb trace convert --in FILE [--from auto|csv|mooncake|azure|lmbench] --out FILE.csv [--fleet FILE]\n\n"+
 			"Converts a request trace to ilb's CSV (timestamp_ms,cluster,conversation_id,input_tokens,output_tokens,prefix_blocks),\n"+
 			"giving every request a conversation id (from its leading prefix blocks when the trace has none) and, with --fleet,\n"+
 			"a cluster drawn by demand share. Run ilb trace convert --help for the flags.")
@@ -30,7 +30,7 @@ func traceConvert(e *env, args []string) error {
 	fs := newFlags(e, "trace convert", "--in FILE --out FILE.csv [flags]",
 		"Converts a Mooncake JSONL, Azure CSV or ilb CSV trace to ilb's CSV.")
 	in := fs.String("in", "", "input trace file")
-	from := fs.String("from", "auto", "input format: auto, csv, mooncake or azure")
+	from := fs.String("from", "auto", "input format: auto, csv, mooncake, azure or lmbench")
 	out := fs.String("out", "", "output CSV file")
 	fleetPath := fs.String("fleet", "", "fleet file: assign clusters by demand share")
 	skipBad := fs.Bool("skip-bad", false, "skip and count bad lines instead of failing")

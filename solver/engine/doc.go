@@ -2,8 +2,18 @@
 // engine simulator (real time) and the backtester (virtual time) so that
 // both run one code.
 //
-// The model is iteration-level continuous batching, like vLLM without
-// chunked prefill. Requests wait in a FIFO queue. At each iteration
+// The model is iteration-level continuous batching with one of two
+// schedulers (Params.Scheduler). SchedulerChunked is vLLM V1's chunked
+// prefill: each step has a budget of MaxNumBatchedTokens tokens, one for
+// each decoding request first, then prompt chunks for the requests in
+// prefill in arrival order (a prompt longer than the rest of the budget
+// continues in the next step), then, while budget remains and the batch
+// has room, waiting requests are admitted in order and take chunks too. A
+// step with P prompt tokens and D decoding requests lasts DecodeBaseMs +
+// DecodePerSeqMs*D + P/PrefillTokensPerS (+ PrefillOverheadMs when P > 0);
+// a request has its first token at the end of its last chunk's step.
+// SchedulerWhole (the zero value) is continuous batching without chunked
+// prefill, described next. Requests wait in a FIFO queue. At each iteration
 // boundary the engine admits waiting requests, in order, while fewer than
 // MaxBatch are running (and, with KVAdmission, while their reserved KV fits);
 // if it admitted any, the next iteration is a prefill of all of them, lasting
@@ -38,11 +48,13 @@
 // NextEventTime when the engine next needs attention and calls Advance up to
 // that time, and calls Submit at each arrival; completions come out of
 // Advance. Between changes the batch is constant, so the engine jumps over
-// whole runs of decode steps at once: its cost is per request, not per
-// token (see README.md for measured speed).
+// whole runs of decode steps at once (in chunked mode, while no prompt is
+// pending; steps carrying prompt chunks are taken one at a time): its
+// cost is per request, not per token (see README.md for measured speed).
 //
 // Default parameters for h100 and a100 (DefaultParams) are fitted from
-// measured llama2-70b timings; see the constants in params.go.
+// measured llama2-70b timings, with chunked prefill and vLLM's default
+// token budget for the GPU; see the constants in params.go.
 //
 // # Concurrency
 //
