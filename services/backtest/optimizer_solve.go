@@ -33,6 +33,7 @@ func (p *optimizerPolicy) solve(s *sim) error {
 		return fmt.Errorf("backtest: optimizer: %w", err)
 	}
 	p.solves++
+	p.calib.record(s.now, s.fi.engines, prob)
 	weights := make(map[string]map[string]float64, len(s.fi.clusters))
 	shed := make(map[string]float64, len(s.fi.clusters))
 	for _, c := range s.fi.clusters {

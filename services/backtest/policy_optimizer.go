@@ -122,6 +122,12 @@ type optimizerPolicy struct {
 	solves      int
 	solveErrors int
 	publishedNs int64 // when the current solution was published
+	calib       calibrator
+}
+
+// calibration is the model's calibration over the run (recorder.finish).
+func (p *optimizerPolicy) calibration(r *recorder, endNs int64) []EngineCalibration {
+	return p.calib.calibrate(r, endNs)
 }
 
 func newOptimizerPolicy(s *sim) (*optimizerPolicy, error) {
@@ -142,6 +148,7 @@ func newOptimizerPolicy(s *sim) (*optimizerPolicy, error) {
 		last:        make([]*schemas.Feature, ne),
 		rows:        make([]schemas.Feature, ne),
 		shape:       shapeEstimate{alpha: s.cfg.Optimizer.ShapeAlpha, fallback: nominalShape(s.fi)},
+		calib:       calibrator{ne: ne},
 	}
 	s.observer = &p.shape
 	caps := make([]float64, ne)

@@ -182,6 +182,11 @@ func (r *recorder) finish(s *sim) {
 		res.Engines[e].BusyRatio = ratio(float64(s.busyNs(e)), float64(s.now))
 	}
 	res.outcomes = r.out
+	if c, ok := s.pol.(interface {
+		calibration(*recorder, int64) []EngineCalibration
+	}); ok {
+		res.Calibration = c.calibration(r, s.now)
+	}
 }
 
 // Series are a policy's time series for the report, one point per

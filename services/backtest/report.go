@@ -67,7 +67,9 @@ func writeHTML(w io.Writer, res *Result) error {
 	b.WriteString(cdfChart("End-to-end latency CDF", res, func(p *PolicyResult) []float64 { return p.E2ECDF }).svg())
 	b.WriteString("</div><h2>Cache hits over time</h2><div class=\"charts\">")
 	b.WriteString(cacheChart(res).svg())
-	b.WriteString("</div><h2>Per-engine load and weights over time</h2>")
+	b.WriteString("</div>")
+	calibrationTables(&b, res)
+	b.WriteString("<h2>Per-engine load and weights over time</h2>")
 	for i := range res.Policies {
 		p := &res.Policies[i]
 		if p.Series == nil {
@@ -85,6 +87,28 @@ func writeHTML(w io.Writer, res *Result) error {
 		"moved is the share of follow-up turns sent to another engine than the previous turn.</p></body></html>\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// calibrationTables shows, for each policy with a model (the optimizer),
+// the model's predictions against what the engines did.
+func calibrationTables(b *strings.Builder, res *Result) {
+	for _, p := range res.Policies {
+		if len(p.Calibration) == 0 {
+			continue
+		}
+		fmt.Fprintf(b, "<h2>Model calibration: %s</h2><p>Predicted by the profile in force at each request's arrival, "+
+			"at the engine's load over the surrounding minute; observed on the simulated engine (TTFT without network). "+
+			"Measured capacity: the engine model saturated with a sample of this trace's requests.</p>", html.EscapeString(p.Policy))
+		b.WriteString("<table><tr><th>engine</th><th>requests</th><th>load rps</th><th>TTFT predicted ms</th><th>observed</th><th>error</th>" +
+			"<th>TBOT predicted ms</th><th>observed</th><th>error</th><th>capacity model rps</th><th>measured</th><th>error</th></tr>")
+		for _, c := range p.Calibration {
+			fmt.Fprintf(b, "<tr><td>%s</td><td>%d</td><td>%.3f</td><td>%.0f</td><td>%.0f</td><td>%+.0f%%</td><td>%.1f</td><td>%.1f</td><td>%+.0f%%</td>"+
+				"<td>%.3f</td><td>%.3f</td><td>%+.0f%%</td></tr>",
+				html.EscapeString(c.Name), c.Requests, c.MeanLoadRPS, c.PredictedTTFTMs, c.ObservedTTFTMs, 100*c.TTFTErrorRatio,
+				c.PredictedTBOTMs, c.ObservedTBOTMs, 100*c.TBOTErrorRatio, c.ModelCapacityRPS, c.MeasuredCapacityRPS, 100*c.CapacityErrorRatio)
+		}
+		b.WriteString("</table>")
+	}
 }
 
 func policyTable(b *strings.Builder, res *Result) {

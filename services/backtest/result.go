@@ -67,6 +67,9 @@ type PolicyResult struct {
 	SimulatedS         float64         `json:"simulated_s"`
 	Clusters           []ClusterResult `json:"clusters"`
 	Engines            []EngineResult  `json:"engines"`
+	// Calibration compares the optimizer's model with the engines
+	// (optimizer policy only).
+	Calibration []EngineCalibration `json:"calibration,omitempty"`
 
 	// For the report and the terminal; not in the JSON (wall time would
 	// make equal runs differ).
