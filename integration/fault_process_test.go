@@ -19,12 +19,14 @@ import (
 )
 
 // TestBinary builds the ilb binary once (skipped under -short) and runs
-// the tests that need it as separate processes: the fault run below and
-// the secrets check of security_logs_test.go.
+// the tests that need it as separate processes: the fault run below, the
+// secrets check of security_logs_test.go and the real Prometheus of
+// prometheus_test.go.
 func TestBinary(t *testing.T) {
 	bin := buildILB(t)
 	t.Run("FaultOptimizerKillAndBrokerRestart", func(t *testing.T) { faultProcesses(t, bin) })
 	t.Run("SecurityNoSecretsInOutput", func(t *testing.T) { securityNoSecrets(t, bin) })
+	t.Run("Prometheus", func(t *testing.T) { prometheusScrape(t, bin) })
 }
 
 // faultProcesses is the acceptance run, done as a new user would do it by hand (deploy/README.md,

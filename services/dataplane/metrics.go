@@ -44,6 +44,7 @@ type metrics struct {
 	ejections   metric.Int64Counter
 	signalsBad  metric.Int64Counter
 	reg         metric.Registration
+	weights     metric.Registration
 }
 
 // observables are the asynchronous instruments the callback reports.
@@ -114,6 +115,9 @@ func newMetrics(mp metric.MeterProvider, d *DataPlane) (*metrics, error) {
 		obs.version, obs.age, obs.stale, obs.inflight, obs.available)
 	if err != nil {
 		return nil, fmt.Errorf("dataplane: metrics: %w", err)
+	}
+	if out.weights, err = registerWeights(m, d); err != nil {
+		return nil, err
 	}
 	return &out, nil
 }
