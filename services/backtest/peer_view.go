@@ -59,3 +59,5 @@ func (v *peerView) PrefillBacklog(e int) int64 {
 	}
 	return 0
 }
+
+func (v *peerView) InFlight(e int) int { return int(v.s.inflight[e]) }

@@ -13,7 +13,7 @@ package peer
 type dynamoActive struct {
 	traceTokens, bs int     // trace block and Dynamo block sizes, tokens
 	refs            hashMap // trace block -> entry in ents
-	ents            []activeEntry
+	ents            pages[activeEntry]
 	free            []int32
 	blocks          []int   // by worker: Σ weights of its unique active blocks
 	prefill         []int64 // by worker: prompt tokens still to prefill
@@ -24,7 +24,7 @@ type dynamoActive struct {
 type activeEntry struct {
 	hash   uint64
 	weight int32
-	users  []activeUser // workers with this block active, and how many requests use it there
+	users  smallList[activeUser] // workers with this block active, and how many requests use it there
 }
 
 type activeUser struct {
@@ -55,8 +55,8 @@ func (a *dynamoActive) weight(k, prompt int) int32 {
 func (a *dynamoActive) present(blocks []uint64, dst []int) {
 	for _, h := range blocks {
 		if k, ok := a.refs.get(h); ok {
-			ent := &a.ents[k]
-			for _, u := range ent.users {
+			ent := a.ents.at(k)
+			for _, u := range ent.users.items() {
 				dst[u.worker] += int(ent.weight)
 			}
 		}
@@ -79,21 +79,23 @@ func (a *dynamoActive) ref(h uint64, weight int32, w int) {
 	if !ok {
 		if n := len(a.free); n > 0 {
 			k, a.free = a.free[n-1], a.free[:n-1]
-			a.ents[k] = activeEntry{hash: h, weight: weight, users: a.ents[k].users[:0]}
+			a.ents.at(k).users.reset()
 		} else {
-			k = int32(len(a.ents))
-			a.ents = append(a.ents, activeEntry{hash: h, weight: weight})
+			k = a.ents.push()
 		}
+		e := a.ents.at(k)
+		e.hash, e.weight = h, weight
 		a.refs.put(h, k)
 	}
-	ent := &a.ents[k]
-	for i := range ent.users {
-		if int(ent.users[i].worker) == w {
-			ent.users[i].refs++
+	ent := a.ents.at(k)
+	us := ent.users.items()
+	for i := range us {
+		if int(us[i].worker) == w {
+			us[i].refs++
 			return
 		}
 	}
-	ent.users = append(ent.users, activeUser{worker: int32(w), refs: 1})
+	ent.users.add(activeUser{worker: int32(w), refs: 1})
 	a.blocks[w] += int(ent.weight)
 }
 
@@ -127,19 +129,19 @@ func (a *dynamoActive) unref(h uint64, w int) {
 	if !ok {
 		return
 	}
-	ent := &a.ents[k]
-	for i := range ent.users {
-		if int(ent.users[i].worker) != w {
+	ent := a.ents.at(k)
+	us := ent.users.items()
+	for i := range us {
+		if int(us[i].worker) != w {
 			continue
 		}
-		if ent.users[i].refs--; ent.users[i].refs == 0 {
+		if us[i].refs--; us[i].refs == 0 {
 			a.blocks[w] -= int(ent.weight)
-			ent.users[i] = ent.users[len(ent.users)-1]
-			ent.users = ent.users[:len(ent.users)-1]
+			ent.users.del(i)
 		}
 		break
 	}
-	if len(ent.users) == 0 {
+	if ent.users.len() == 0 {
 		a.refs.del(h)
 		a.free = append(a.free, k)
 	}

@@ -12,7 +12,7 @@ type dynamoApprox struct {
 	maxSize int   // Dynamo blocks over all (block, worker) pairs
 	size    int
 	nodes   hashMap // trace block -> entry
-	ents    []approxEntry
+	ents    pages[approxEntry]
 	free    []int32
 	fifo    []approxRec // insertions, oldest first (head at fifoHead)
 	head    int
@@ -22,7 +22,7 @@ type dynamoApprox struct {
 type approxEntry struct {
 	hash    uint64
 	weight  int32
-	holders []approxHolder
+	holders smallList[approxHolder]
 }
 
 type approxHolder struct {
@@ -51,9 +51,9 @@ func (a *dynamoApprox) overlap(now int64, blocks []uint64, weight func(k int) in
 			return
 		}
 		w := int(weight(k))
-		ent := &a.ents[i]
+		ent := a.ents.at(i)
 		if k == 0 {
-			for _, x := range ent.holders {
+			for _, x := range ent.holders.items() {
 				a.alive = append(a.alive, x.worker)
 				dst[x.worker] += w
 			}
@@ -73,7 +73,7 @@ func (a *dynamoApprox) overlap(now int64, blocks []uint64, weight func(k int) in
 }
 
 func (e *approxEntry) holds(w int32) bool {
-	for _, x := range e.holders {
+	for _, x := range e.holders.items() {
 		if x.worker == w {
 			return true
 		}
@@ -89,16 +89,17 @@ func (a *dynamoApprox) insert(now int64, blocks []uint64, weight func(k int) int
 		if !ok {
 			i = a.newEntry(h, weight(k))
 		}
-		ent := &a.ents[i]
+		ent := a.ents.at(i)
 		found := false
-		for j := range ent.holders {
-			if int(ent.holders[j].worker) == w {
-				ent.holders[j].expires, found = exp, true
+		hs := ent.holders.items()
+		for j := range hs {
+			if int(hs[j].worker) == w {
+				hs[j].expires, found = exp, true
 				break
 			}
 		}
 		if !found {
-			ent.holders = append(ent.holders, approxHolder{worker: int32(w), expires: exp})
+			ent.holders.add(approxHolder{worker: int32(w), expires: exp})
 			a.size += int(ent.weight)
 		}
 		a.fifo = append(a.fifo, approxRec{hash: h, worker: int32(w), expires: exp})
@@ -114,11 +115,12 @@ func (a *dynamoApprox) newEntry(h uint64, weight int32) int32 {
 	var i int32
 	if n := len(a.free); n > 0 {
 		i, a.free = a.free[n-1], a.free[:n-1]
-		a.ents[i] = approxEntry{hash: h, weight: weight, holders: a.ents[i].holders[:0]}
+		a.ents.at(i).holders.reset()
 	} else {
-		i = int32(len(a.ents))
-		a.ents = append(a.ents, approxEntry{hash: h, weight: weight})
+		i = a.ents.push()
 	}
+	e := a.ents.at(i)
+	e.hash, e.weight = h, weight
 	a.nodes.put(h, i)
 	return i
 }
@@ -143,16 +145,15 @@ func (a *dynamoApprox) pop() {
 	if !ok {
 		return
 	}
-	ent := &a.ents[i]
-	for j, x := range ent.holders {
+	ent := a.ents.at(i)
+	for j, x := range ent.holders.items() {
 		if x.worker == r.worker && x.expires == r.expires {
-			ent.holders[j] = ent.holders[len(ent.holders)-1]
-			ent.holders = ent.holders[:len(ent.holders)-1]
+			ent.holders.del(j)
 			a.size -= int(ent.weight)
 			break
 		}
 	}
-	if len(ent.holders) == 0 {
+	if ent.holders.len() == 0 {
 		a.nodes.del(r.hash)
 		a.free = append(a.free, i)
 	}

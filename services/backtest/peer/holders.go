@@ -13,49 +13,14 @@ package peer
 // lookup costs one map access per block whatever the fleet size.
 type holderIndex struct {
 	slot  hashMap // block hash -> entry
-	ents  []holderEntry
+	ents  pages[holderEntry]
 	free  []int32 // released entries
 	lists []holderLRU
 }
 
-// holderEntry keeps up to two holders inline (most blocks have one), and
-// moves them to more when a third comes.
 type holderEntry struct {
-	hash   uint64
-	n      int32
-	inline [2]holder
-	more   []holder
-}
-
-func (h *holderEntry) list() []holder {
-	if int(h.n) <= len(h.inline) {
-		return h.inline[:h.n]
-	}
-	return h.more
-}
-
-func (h *holderEntry) append(x holder) {
-	switch {
-	case int(h.n) < len(h.inline):
-		h.inline[h.n] = x
-	case int(h.n) == len(h.inline):
-		h.more = append(append(h.more[:0], h.inline[:]...), x)
-	default:
-		h.more = append(h.more, x)
-	}
-	h.n++
-}
-
-// delete removes holder k of the list.
-func (h *holderEntry) delete(k int) {
-	l := h.list()
-	l[k] = l[len(l)-1]
-	h.n--
-	if int(h.n) == len(h.inline) {
-		copy(h.inline[:], h.more)
-	} else if int(h.n) > len(h.inline) {
-		h.more = h.more[:h.n]
-	}
+	hash    uint64
+	holders smallList[holder]
 }
 
 type holder struct {
@@ -82,11 +47,8 @@ func newHolderIndex(capacity []int) *holderIndex {
 	for _, c := range capacity {
 		total += max(c, 1)
 	}
-	// Room for the blocks the index will hold once warm (up to a bound),
-	// so that it does not grow by doubling, copying, while it warms up.
-	hint := min(total, 1<<16)
-	x := &holderIndex{slot: newHashMap(hint), ents: make([]holderEntry, 0, hint),
-		lists: make([]holderLRU, len(capacity))}
+	hint := min(total, 4096)
+	x := &holderIndex{slot: newHashMap(hint), lists: make([]holderLRU, len(capacity))}
 	for e, c := range capacity {
 		x.lists[e] = holderLRU{head: -1, tail: -1, cap: max(c, 1)}
 	}
@@ -97,7 +59,7 @@ func newHolderIndex(capacity []int) *holderIndex {
 // the index's own: read it before the next change.
 func (x *holderIndex) holders(hash uint64) []holder {
 	if i, ok := x.slot.get(hash); ok {
-		return x.ents[i].list()
+		return x.ents.at(i).holders.items()
 	}
 	return nil
 }
@@ -111,7 +73,7 @@ func (x *holderIndex) entry(hash uint64) int32 {
 }
 
 // holdersOf returns entry i's holders (i from entry, >= 0).
-func (x *holderIndex) holdersOf(i int32) []holder { return x.ents[i].list() }
+func (x *holderIndex) holdersOf(i int32) []holder { return x.ents.at(i).holders.items() }
 
 // add records that engine e holds hash, as its most recent block.
 func (x *holderIndex) add(hash uint64, e int) { x.addAt(hash, -1, e) }
@@ -121,14 +83,14 @@ func (x *holderIndex) add(hash uint64, e int) { x.addAt(hash, -1, e) }
 // hash, since evictions in between may have released it.
 func (x *holderIndex) addAt(hash uint64, hint int32, e int) {
 	i := hint
-	if i < 0 || x.ents[i].n == 0 || x.ents[i].hash != hash {
+	if i < 0 || x.ents.at(i).holders.len() == 0 || x.ents.at(i).hash != hash {
 		var ok bool
 		if i, ok = x.slot.get(hash); !ok {
 			i = x.newEntry(hash)
 		}
 	}
 	l := &x.lists[e]
-	for _, h := range x.ents[i].list() {
+	for _, h := range x.ents.at(i).holders.items() {
 		if int(h.engine) == e {
 			l.moveToFront(h.node)
 			return
@@ -138,18 +100,18 @@ func (x *holderIndex) addAt(hash uint64, hint int32, e int) {
 		x.evict(e)
 	}
 	n := l.push(i)
-	x.ents[i].append(holder{engine: int32(e), node: n})
+	x.ents.at(i).holders.add(holder{engine: int32(e), node: n})
 }
 
 func (x *holderIndex) newEntry(hash uint64) int32 {
 	var i int32
 	if k := len(x.free); k > 0 {
 		i, x.free = x.free[k-1], x.free[:k-1]
-		x.ents[i] = holderEntry{hash: hash, more: x.ents[i].more[:0]}
+		x.ents.at(i).holders.reset()
 	} else {
-		i = int32(len(x.ents))
-		x.ents = append(x.ents, holderEntry{hash: hash})
+		i = x.ents.push()
 	}
+	x.ents.at(i).hash = hash
 	x.slot.put(hash, i)
 	return i
 }
@@ -160,15 +122,15 @@ func (x *holderIndex) evict(e int) {
 	n := l.tail
 	i := l.nodes[n].entry
 	l.remove(n)
-	ent := &x.ents[i]
-	for k, h := range ent.list() {
+	ent := x.ents.at(i)
+	for k, h := range ent.holders.items() {
 		if int(h.engine) == e {
-			ent.delete(k)
+			ent.holders.del(k)
 			break
 		}
 	}
-	if ent.n == 0 {
-		x.slot.del(x.ents[i].hash)
+	if ent.holders.len() == 0 {
+		x.slot.del(ent.hash)
 		x.free = append(x.free, i)
 	}
 }

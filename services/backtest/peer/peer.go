@@ -100,6 +100,10 @@ type View interface {
 	// (jsq-admission); it is tracked only for a Router that implements
 	// BacklogReader, and is 0 otherwise.
 	PrefillBacklog(e int) int64
+	// InFlight is the requests in flight on engine e now, sent by every
+	// front end (running and queued): live state, as services/backtest's
+	// least-loaded sees it, for the reference admission policy only.
+	InFlight(e int) int
 }
 
 // Router is one front-end cluster's instance of a policy.

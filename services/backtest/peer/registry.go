@@ -16,7 +16,11 @@ func Policies() []Policy {
 	return []Policy{
 		LLMD(DefaultLLMDConfig()),
 		Dynamo(DefaultDynamoConfig()),
+		SGLang(DefaultSGLangConfig()),
+		AIBrix(DefaultAIBrixConfig()),
+		boundedHashPolicy(),
 		powerOfTwoPolicy(),
+		jsqAdmissionPolicy(),
 	}
 }
 

@@ -10,10 +10,11 @@ type testView struct {
 	members []int32
 	cached  map[int]int // engine -> leading blocks cached
 	backlog []int64
+	flight  []int
 }
 
 func newTestView(n int) *testView {
-	v := &testView{down: map[int]bool{}, cached: map[int]int{}, backlog: make([]int64, n)}
+	v := &testView{down: map[int]bool{}, cached: map[int]int{}, backlog: make([]int64, n), flight: make([]int, n)}
 	for e := range n {
 		v.members = append(v.members, int32(e))
 	}
@@ -60,3 +61,5 @@ func blocks(base uint64, n int) []uint64 {
 	}
 	return out
 }
+
+func (v *testView) InFlight(e int) int { return v.flight[e] }
