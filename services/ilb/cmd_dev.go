@@ -32,7 +32,15 @@ Without --fleet the built-in example fleet runs (ilb dev --print-fleet shows
 it). The default demand swing triples the busiest cluster's demand from 60 s
 to 180 s of every 5 minutes; --swing=false turns it off and --swing-schedule
 sets another (CLUSTER*FACTOR@FROM-TO[/EVERY], comma-separated). Ctrl-C stops
-everything cleanly.`
+everything cleanly.
+
+--nats-cluster 3 runs NATS as three clustered nodes (client ports from
+--nats-listen's upwards) and the weights bucket with three replicas
+(--nats-replicas). --duration D is a soak: the fleet runs unattended for D,
+then stops and prints failed picks, shed requests, the snapshot age's p50
+and p99 at the data plane, the engines' mean utilization, and the heap and
+goroutines at start and end with their slope after the warm-up; it exits 1
+if any request failed.`
 
 // devFlags are `ilb dev`'s settings.
 type devFlags struct {
@@ -53,6 +61,9 @@ type devFlags struct {
 	window       time.Duration
 	profileEvery time.Duration
 	tickWait     time.Duration
+	natsCluster  int
+	natsReplicas int
+	duration     time.Duration
 }
 
 func cmdDev(ctx context.Context, e *env, args []string) error {
@@ -75,6 +86,9 @@ func cmdDev(ctx context.Context, e *env, args []string) error {
 	fs.DurationVar(&f.window, "window", 10*time.Second, "the aggregator's feature window (the optimizer solves once per window): shorter reacts sooner on noisier features")
 	fs.DurationVar(&f.profileEvery, "profile-interval", 30*time.Second, "how often (event time) the aggregator refits the latency profiles")
 	fs.DurationVar(&f.tickWait, "tick-wait", 2*time.Second, "the optimizer's longest wait for the rest of a window's rows (see ilb optimizer --help)")
+	fs.IntVar(&f.natsCluster, "nats-cluster", 0, "run NATS as this many clustered nodes (0: one server)")
+	fs.IntVar(&f.natsReplicas, "nats-replicas", 0, "replicas of the weights bucket (default: 3 with --nats-cluster 3 or more, else the node count)")
+	fs.DurationVar(&f.duration, "duration", 0, "soak: run this long, then stop and print a summary (0: until Ctrl-C)")
 	if err := parseFlags(fs, e, args); err != nil {
 		return err
 	}
@@ -121,10 +135,28 @@ func (f devFlags) plan() (devPlan, error) {
 	if f.httpAddr == "" || f.kafkaListen == "" || f.natsListen == "" {
 		return p, badInput("--http, --kafka-listen and --nats-listen must not be empty")
 	}
-	if f.progress < 0 || f.shutdownWait <= 0 {
-		return p, badInput("--progress must be >= 0 and --shutdown-timeout positive")
+	if f.progress < 0 || f.shutdownWait <= 0 || f.duration < 0 {
+		return p, badInput("--progress and --duration must be >= 0 and --shutdown-timeout positive")
+	}
+	if err := p.setReplicas(); err != nil {
+		return p, err
 	}
 	return p, p.setSwings()
+}
+
+// setReplicas checks --nats-cluster and --nats-replicas and works out the
+// bucket's replicas: as many as asked, at most one per node.
+func (p *devPlan) setReplicas() error {
+	nodes := max(p.natsCluster, 1)
+	switch {
+	case p.natsCluster < 0 || p.natsCluster == 1:
+		return badInput("--nats-cluster %d: want 0 (one server) or 2 or more nodes", p.natsCluster)
+	case p.natsReplicas < 0 || p.natsReplicas > min(nodes, 5):
+		return badInput("--nats-replicas %d: want 1 to %d (one per node, at most 5)", p.natsReplicas, min(nodes, 5))
+	case p.natsReplicas == 0:
+		p.natsReplicas = min(nodes, 3)
+	}
+	return nil
 }
 
 func (p *devPlan) setSwings() error {

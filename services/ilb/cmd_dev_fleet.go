@@ -60,14 +60,15 @@ func runDev(ctx context.Context, e *env, p devPlan) error {
 		return err
 	}
 	defer d.brokers.Close()
-	if d.nc, d.js, err = kv.Connect(ctx, kv.Config{URL: d.brokers.NATSURL(), Name: "ilb-dev",
-		ConnectTimeout: 5 * time.Second, ReconnectWait: 500 * time.Millisecond, ReconnectBufBytes: 8 << 20}); err != nil {
+	nc := kv.DefaultConfig()
+	nc.URL, nc.Name = d.brokers.NATSURL(), "ilb-dev"
+	if d.nc, d.js, err = kv.Connect(ctx, nc); err != nil {
 		return fmt.Errorf("connect to the embedded NATS: %w", err)
 	}
 	defer d.nc.Close()
 	// The optimizer would create the bucket too; creating it first spares
 	// the data plane a "bucket not found" warning at every start.
-	if _, err := optimizer.EnsureWeightsBucket(ctx, d.js, schemas.BucketWeights, 1); err != nil {
+	if _, err := optimizer.EnsureWeightsBucket(ctx, d.js, schemas.BucketWeights, p.natsReplicas); err != nil {
 		return fmt.Errorf("create the weights bucket: %w", err)
 	}
 	if err := d.build(); err != nil {
@@ -81,8 +82,20 @@ func runDev(ctx context.Context, e *env, p devPlan) error {
 	}
 	g := svcrun.Group{ShutdownTimeout: p.shutdownWait}
 	d.addTo(&g, e)
+	var sk *soak
+	if p.duration > 0 {
+		sk = newSoak(d, p.duration)
+		g.Add("soak", sk.run)
+	}
 	err = g.Run(ctx)
 	fmt.Fprintln(e.stderr, "ilb dev: stopped")
+	if sk != nil && err == nil {
+		r := sk.report()
+		r.write(e.stdout)
+		if r.Traffic.Errors > 0 {
+			return fmt.Errorf("soak: %d requests failed", r.Traffic.Errors)
+		}
+	}
 	return err
 }
 
@@ -95,6 +108,10 @@ func shutdownTelemetry(tel *telemetry.Telemetry) {
 func (d *devFleet) startBrokers(ctx context.Context) error {
 	cfg := embedded.DefaultConfig()
 	cfg.KafkaListen, cfg.NATSListen = d.plan.kafkaListen, d.plan.natsListen
+	if d.plan.natsCluster > 1 {
+		// Route ports are free ones: nobody connects to them from outside.
+		cfg.NATSCluster, cfg.NATSClusterListen, cfg.SyncAlways = d.plan.natsCluster, "127.0.0.1:0", true
+	}
 	cfg.Topics = append(embedded.DefaultTopics(), aggregator.TopicProfiles)
 	cfg.ShutdownTimeout = 5 * time.Second
 	cfg.Logger = d.log.With("service", "brokers")
@@ -162,7 +179,7 @@ func (d *devFleet) buildAggregator() error {
 
 func (d *devFleet) buildOptimizer() error {
 	cfg := optimizer.DefaultConfig(d.plan.fleet)
-	cfg.ID, cfg.TickWait = "ilb-dev", d.plan.tickWait
+	cfg.ID, cfg.TickWait, cfg.BucketReplicas = "ilb-dev", d.plan.tickWait, d.plan.natsReplicas
 	kc := d.kafkaConfig("ilb-dev-optimizer")
 	opt, err := optimizer.New(cfg, optimizer.Deps{JetStream: d.js, NATS: d.nc, Kafka: &kc,
 		Logger: d.log.With("service", "optimizer"), Meter: d.tel.Meter, Tracer: d.tel.Tracer, Health: d.health})

@@ -22,6 +22,10 @@ func printDevBanner(e *env, d *devFleet) {
 	fmt.Fprintf(w, "  page      %s/\n", page)
 	fmt.Fprintf(w, "  kafka     %-22s (kcat -b %s -C -t %s)\n", kafkaAddr, kafkaAddr, schemas.TopicSignals)
 	fmt.Fprintf(w, "  nats      %-22s (nats --server %s kv get %s %s)\n", natsURL, natsURL, schemas.BucketWeights, f.Clusters[0].Name)
+	if n := len(d.brokers.NATSURLs()); n > 1 {
+		fmt.Fprintf(w, "  nats      cluster of %d nodes; bucket %s with %d replicas (nats --server %s stream info KV_%s)\n",
+			n, schemas.BucketWeights, d.plan.natsReplicas, natsURL, schemas.BucketWeights)
+	}
 	fmt.Fprintf(w, "  metrics   %s/metrics\n", page)
 	fmt.Fprintf(w, "  engines   %s at http://%s/engines\n", engineSummary(f), d.sim.Addr())
 	fmt.Fprintf(w, "  clusters  %s\n", clusterSummary(f))
