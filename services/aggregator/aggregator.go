@@ -47,6 +47,17 @@ type Aggregator struct {
 	// nextFit the event clock's next refit time (0: not known yet).
 	emitted map[int32]int64
 	nextFit int64
+	// lastFitAt is the as-of of the newest fit this instance made or took
+	// over (fitter.go).
+	lastFitAt int64
+
+	// rb follows what the group published (readback.go); set by Run
+	// before the consumer starts, nil in tests that drive the core.
+	rb *readback
+	// fitter: this instance owns signals partition 0 and fits for the
+	// group (fitter.go). Set by the group callbacks, read by the loops.
+	fitter      atomic.Bool
+	fitterSince time.Time // guarded by mu
 
 	// noCommit makes commits do nothing: tests use it to stop an
 	// aggregator as a crash would, with work done but not committed.
@@ -119,11 +130,14 @@ func (a *Aggregator) Refit() {
 // them from the committed offsets (package doc).
 func (a *Aggregator) Run(ctx context.Context) error {
 	defer a.reg.Unregister()
+	rb := a.newReadback()
+	a.rb = rb
 	k, err := a.connect(ctx)
 	if err != nil {
 		return err
 	}
 	var g run.Group
+	g.Add("read-back", rb.run)
 	g.Add("consumer", func(ctx context.Context) error { return a.consume(ctx, k) })
 	if a.cfg.Clock == ClockWall {
 		g.Add("profiles", func(ctx context.Context) error { return a.profileLoop(ctx, k) })

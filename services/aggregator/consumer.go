@@ -280,13 +280,20 @@ func commitWithMetadata(ctx context.Context, cl *kgo.Client, topic string, offs 
 }
 
 // onAssigned restores each newly assigned partition from the checkpoint
-// stored with its committed offset.
+// stored with its committed offset, and from what the group already
+// published: windows the previous owner published after its last commit
+// are not published again.
 func (a *Aggregator) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
 	parts := assigned[a.cfg.SignalsTopic]
 	if len(parts) == 0 {
 		return
 	}
 	offs := a.fetchCommitted(ctx, cl)
+	caughtUp := a.rb != nil && a.rb.catchUp(ctx, a.cfg.PublishTimeout)
+	if a.rb != nil && !caughtUp {
+		a.log.Warn("aggregator: could not read what the group published; windows published before a crash may be published again",
+			"partitions", parts)
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := a.now()
@@ -301,11 +308,17 @@ func (a *Aggregator) onAssigned(ctx context.Context, cl *kgo.Client, assigned ma
 			a.log.Error("aggregator: window checkpoint unusable; the partition starts with empty windows",
 				"partition", p, "offset", committed, "err", err)
 		}
-		if ps != nil {
-			a.core.parts[p] = ps
+		if ps == nil {
+			continue
 		}
+		if err == nil && committed >= 0 && caughtUp {
+			// Restored: what it re-emits up to here is already out.
+			ps.published = a.rb.publishedUpTo(p)
+		}
+		a.core.parts[p] = ps
 	}
-	a.log.Info("aggregator: partitions assigned", "partitions", parts)
+	a.partitionsMovedLocked(parts, nil)
+	a.log.Info("aggregator: partitions assigned", "partitions", parts, "fitter", a.fitter.Load())
 }
 
 // fetchCommitted reads the group's committed offsets and their metadata,
@@ -344,6 +357,7 @@ func (a *Aggregator) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[
 	defer a.mu.Unlock()
 	a.publishThenCommitLocked(ctx, cl, parts, "partitions revoked")
 	a.forgetLocked(parts)
+	a.partitionsMovedLocked(nil, parts)
 }
 
 // publishThenCommitLocked publishes what is pending and, if that worked,
@@ -366,6 +380,7 @@ func (a *Aggregator) onLost(_ context.Context, _ *kgo.Client, lost map[string][]
 	defer a.mu.Unlock()
 	parts := lost[a.cfg.SignalsTopic]
 	a.forgetLocked(parts)
+	a.partitionsMovedLocked(nil, parts)
 	if len(parts) > 0 { // franz-go calls this after every failed rejoin too
 		a.log.Warn("aggregator: partitions lost", "partitions", parts)
 	}

@@ -101,7 +101,7 @@ type batchCounts struct {
 // DLQ. It never fails: bad input is routed, counted and skipped.
 func (c *core) add(r *kgo.Record, now time.Time, bc *batchCounts) {
 	ps := c.part(r.Partition, now)
-	ps.lastOffset, ps.lastArrival = r.Offset, now
+	ps.lastOffset, ps.lastArrival, ps.fetched = r.Offset, now, true
 	if reason, err := c.decode(r); err != nil {
 		c.dlq(r, reason, err, bc)
 		return
@@ -215,6 +215,14 @@ func (c *core) emit(p int32, rows []schemas.Feature) (int, error) {
 		}
 		w := rows[:k]
 		rows = rows[k:]
+		if ps := c.parts[p]; ps != nil && w[0].WindowEndUnixNano <= ps.published {
+			// Published by the previous owner after its last commit.
+			c.cnt.republished.Add(1)
+			if c.sink != nil {
+				c.sink.window(p, w)
+			}
+			continue
+		}
 		rec, err := featureRecord(c.cfg.FeaturesTopic, p, w)
 		if err != nil {
 			return n, err

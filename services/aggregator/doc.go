@@ -26,7 +26,11 @@
 // commit's metadata, so it is stored atomically with it. A new owner of
 // the partition restores the checkpoint, re-reads from the commit, and
 // the re-read records rebuild exactly the windows they went to and no
-// others: a restart or a replayed stretch never double counts.
+// others: a restart or a replayed stretch never double counts. Every
+// instance reads back what the group published (readback.go), so a new
+// owner does not publish again what its predecessor published after its
+// last commit, and the owner of partition 0 fits profiles for the group on
+// the windows of every partition (fitter.go).
 //
 // # Concurrency
 //
@@ -35,6 +39,8 @@
 // and with BlockRebalanceOnPoll they never run while a batch is being
 // handled. The profile loop owns the profiler and reads the history (its
 // own mutex). HTTP handlers read immutable views through atomic
-// pointers; counters are atomics read by the metrics callback. Every
-// goroutine Run starts ends before it returns.
+// pointers; counters are atomics read by the metrics callback. The
+// read-back goroutine owns its client and guards what it learns with its
+// own mutex (taken after Aggregator.mu, never before). Every goroutine
+// Run starts ends before it returns.
 package aggregator

@@ -1,6 +1,8 @@
 package aggregator
 
 import (
+	"slices"
+	"sort"
 	"sync"
 
 	"github.com/ilb-router/ilb/schemas"
@@ -8,8 +10,12 @@ import (
 )
 
 // history keeps the last windows of each engine as regression points:
-// memory is engines x windows, never events. The consumer loop adds, the
-// profile loop reads a copy.
+// memory is engines x windows, never events. Rows come from this
+// instance's own windows and from the windows the group published
+// (readback); a window seen twice (an engine's window end) is kept once,
+// so the two sources and a re-emission after a restart never count a
+// window twice, and points are kept in window order whatever order they
+// arrive in. The consumer loop and the read-back add; fits read a copy.
 type history struct {
 	size, maxEngines int
 	windowNs         int64
@@ -28,12 +34,11 @@ func newHistory(size, maxEngines int, windowNs int64) *history {
 // sees size windows.
 const historySlack = 32
 
-// ring is a fixed-size circular buffer of points with their window ends,
-// oldest overwritten.
+// ring holds an engine's newest points by window end, oldest first; when
+// full the oldest is dropped.
 type ring struct {
 	pts  []regress.Point
 	ends []int64
-	next int
 }
 
 // addRow adds an engine row (Cluster empty) that saw completions. With
@@ -56,13 +61,27 @@ func (h *history) addRow(r *schemas.Feature) {
 		rg = &ring{pts: make([]regress.Point, 0, n), ends: make([]int64, 0, n)}
 		h.engines[r.Engine] = rg
 	}
-	if len(rg.pts) < cap(rg.pts) {
-		rg.pts = append(rg.pts, p)
-		rg.ends = append(rg.ends, r.WindowEndUnixNano)
+	rg.insert(r.WindowEndUnixNano, p)
+}
+
+// insert puts p at its place by window end; a window already held, or
+// older than everything in a full ring, is ignored.
+func (rg *ring) insert(end int64, p regress.Point) {
+	i, found := slices.BinarySearch(rg.ends, end)
+	switch {
+	case found:
+		return
+	case len(rg.ends) == cap(rg.ends) && i == 0:
+		return
+	case len(rg.ends) == cap(rg.ends):
+		copy(rg.ends, rg.ends[1:i])
+		copy(rg.pts, rg.pts[1:i])
+		i--
+		rg.ends[i], rg.pts[i] = end, p
 		return
 	}
-	rg.pts[rg.next], rg.ends[rg.next] = p, r.WindowEndUnixNano
-	rg.next = (rg.next + 1) % len(rg.pts)
+	rg.ends = slices.Insert(rg.ends, i, end)
+	rg.pts = slices.Insert(rg.pts, i, p)
 }
 
 // earliest returns the earliest window end held; 0 when empty.
@@ -71,10 +90,8 @@ func (h *history) earliest() int64 {
 	defer h.mu.Unlock()
 	var out int64
 	for _, rg := range h.engines {
-		for _, e := range rg.ends {
-			if out == 0 || e < out {
-				out = e
-			}
+		if len(rg.ends) > 0 && (out == 0 || rg.ends[0] < out) {
+			out = rg.ends[0]
 		}
 	}
 	return out
@@ -87,19 +104,13 @@ func (h *history) snapshot(upTo int64) map[string][]regress.Point {
 	defer h.mu.Unlock()
 	out := make(map[string][]regress.Point, len(h.engines))
 	for e, rg := range h.engines {
-		var pts []regress.Point
-		n := len(rg.pts)
-		for i := range n {
-			j := (rg.next + i) % n
-			if rg.ends[j] <= upTo {
-				pts = append(pts, rg.pts[j])
-			}
-		}
+		n := sort.Search(len(rg.ends), func(i int) bool { return rg.ends[i] > upTo })
+		pts := rg.pts[:n]
 		if len(pts) > h.size {
 			pts = pts[len(pts)-h.size:]
 		}
 		if len(pts) > 0 {
-			out[e] = pts
+			out[e] = slices.Clone(pts)
 		}
 	}
 	return out

@@ -59,6 +59,10 @@ type counters struct {
 	windows                      atomic.Uint64
 	publishFailed, checkpointBad atomic.Uint64
 	profilesPublished            atomic.Uint64
+	// republished counts windows a restored partition emitted again and
+	// did not publish, the group having them already (logged, not
+	// exported).
+	republished atomic.Uint64
 
 	mu      sync.Mutex
 	refused map[string]uint64  // profile refusals by reason

@@ -17,6 +17,7 @@ type partition struct {
 	f *window.Features
 
 	lastOffset  int64     // last offset seen, decoded or not; -1 none
+	fetched     bool      // a record was read since the partition was assigned
 	lastArrival time.Time // wall time of the last record
 	maxEventNs  int64     // largest event time applied or offered
 
@@ -25,6 +26,10 @@ type partition struct {
 	commit    int64
 	meta      string
 	committed int64
+	// published is the newest window end the group had published when
+	// the partition was restored (readback): windows re-emitted up to it
+	// are not published again.
+	published int64
 	stats     window.FeatureStats // at the last look (counters are deltas of it)
 }
 

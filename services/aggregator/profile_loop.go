@@ -29,6 +29,9 @@ func (a *Aggregator) profileLoop(ctx context.Context, cl *kgo.Client) error {
 		case <-t.C:
 		case <-a.refit:
 		}
+		if !a.fitter.Load() {
+			continue // the owner of partition 0 fits for the group (fitter.go)
+		}
 		fctx, span := a.tracer.Start(ctx, "aggregator.fit")
 		if rec, err := a.fitProfiles(fctx, math.MaxInt64, a.now()); err != nil {
 			a.cnt.publishFailed.Add(1)
@@ -53,6 +56,13 @@ func (a *Aggregator) profileLoop(ctx context.Context, cl *kgo.Client) error {
 // the features, so it is published, and offsets committed, with them. A
 // Refit request fits at once on every window emitted.
 func (a *Aggregator) fitDueLocked(ctx context.Context, now time.Time) {
+	if !a.fitter.Load() {
+		select {
+		case <-a.refit: // the fitter (fitter.go) fits; nothing to do here
+		default:
+		}
+		return
+	}
 	var at []int64
 	if reached, ok := a.emittedLocked(now); ok {
 		step := int64(a.cfg.ProfileInterval)
@@ -87,19 +97,30 @@ func (a *Aggregator) fitDueLocked(ctx context.Context, now time.Time) {
 			a.core.announceProfiles(t)
 			a.pending = false
 		}
+		a.lastFitAt = max(a.lastFitAt, t)
 		span.End()
 	}
 }
 
 // emittedLocked returns the window end that every owned partition which
-// has applied events has emitted up to; false while one of them has
-// emitted nothing. A partition that has received nothing for IdleTimeout
-// (wall time: every engine keyed to it went silent) does not hold the
-// refits back.
+// has applied events has emitted up to, and every other partition has
+// published up to (fitter.go); false while an owned one has emitted
+// nothing, or has not been read from since it was assigned. A partition
+// that has received nothing for IdleTimeout (wall time: every engine
+// keyed to it went silent, or it never had any) does not hold the refits
+// back.
 func (a *Aggregator) emittedLocked(now time.Time) (int64, bool) {
 	var low int64
 	for p, ps := range a.core.parts {
-		if ps.maxEventNs == 0 || now.Sub(ps.lastArrival) >= a.cfg.IdleTimeout {
+		switch {
+		case now.Sub(ps.lastArrival) >= a.cfg.IdleTimeout:
+			continue
+		case !ps.fetched:
+			// Nothing read yet: its records may just not have been
+			// fetched (a backlog, a replay), so it may have events that
+			// belong in the fit. It holds the fit back until idle.
+			return 0, false
+		case ps.maxEventNs == 0:
 			continue
 		}
 		e, ok := a.emitted[p]
@@ -110,7 +131,8 @@ func (a *Aggregator) emittedLocked(now time.Time) (int64, bool) {
 			low = e
 		}
 	}
-	return low, low > 0
+	low, ok := a.othersReachedLocked(low, now)
+	return low, ok && low > 0
 }
 
 // fitProfiles refits every engine and SKU on the windows ending by upTo,

@@ -21,8 +21,11 @@ engine's (and each shared SKU's) TTFT and TBOT against load and publishes
 the accepted profiles to ilb.profiles.
 
 Offsets are committed with each partition's window checkpoint, so a restart
-or another instance of the group resumes without double counting. Several
-instances in one --group split the partitions.
+or another instance of the group resumes without double counting, and it
+reads back ilb.features first, so it does not publish a window again that
+a crashed predecessor published without committing. Several instances in
+one --group split the partitions; the one owning partition 0 fits the
+profiles for all, on every partition's windows.
 
 HTTP (--http): GET /healthz, GET /metrics, GET /v1/features (latest window),
 GET /v1/profiles (current profiles and the latest fit of each engine).`
