@@ -21,6 +21,11 @@ type Snapshot struct {
 	// saw: with the optimizer's event clock, two runs over the same signal
 	// stream publish the same weights for the same InputsAsOf.
 	InputsAsOf time.Time `json:"inputs_as_of,omitzero"`
+	// QueueLimits are the data plane's local admission limits: for each
+	// engine, how many requests may wait at it for a new one still to
+	// start within the TTFT SLO (services/internal/routing.QueueLimit).
+	// Optional: without them the data plane admits everything.
+	QueueLimits map[string]float64 `json:"queue_limits,omitempty"`
 }
 
 // SnapshotTable carries a selection table compactly. Engines lists the

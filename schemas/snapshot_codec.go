@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/bits"
 	"slices"
@@ -48,8 +49,25 @@ func (s *Snapshot) validate() error {
 	if err := validateWeights(s.Weights, s.ShedFraction); err != nil {
 		return err
 	}
+	if err := validateQueueLimits(s.QueueLimits); err != nil {
+		return err
+	}
 	if s.Table != nil {
 		return s.Table.Validate()
+	}
+	return nil
+}
+
+// validateQueueLimits checks every limit is a finite number >= 0 for a
+// named engine, in sorted order.
+func validateQueueLimits(limits map[string]float64) error {
+	for _, e := range slices.Sorted(maps.Keys(limits)) {
+		if e == "" {
+			return errors.New("queue_limits: empty engine name")
+		}
+		if v := limits[e]; !(v >= 0) || math.IsInf(v, 1) {
+			return fmt.Errorf("queue_limits[%s] %v must be finite and >= 0", e, v)
+		}
 	}
 	return nil
 }

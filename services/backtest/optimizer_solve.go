@@ -48,8 +48,21 @@ func (p *optimizerPolicy) solve(s *sim) error {
 		}
 	}
 	p.published, p.pubShed, p.publishedNs = weights, shed, s.now
+	p.setLimits(p.queueLimits(s, prob))
 	p.prev = routing.Anchor(weights, shed, sol.ClusterPriceMs)
 	return nil
+}
+
+// queueLimits are the local admission limits the snapshot carries
+// (routing.QueueLimits), by engine index.
+func (p *optimizerPolicy) queueLimits(s *sim, prob *optimize.Problem) []float64 {
+	out := make([]float64, len(s.fi.engines))
+	for name, l := range routing.QueueLimits(prob, s.fi.f.TTFTSLOMs) {
+		if e, ok := s.fi.engineIndex(name); ok {
+			out[e] = l
+		}
+	}
+	return out
 }
 
 // change is the largest move of a cluster from the published weights
@@ -87,11 +100,13 @@ func (p *optimizerPolicy) problem(s *sim) (*optimize.Problem, error) {
 }
 
 // profile is engine e's fitted profile, else its prior for shape sh.
+// The fit's capacity is capped by the prior's (routing.CapFit).
 func (p *optimizerPolicy) profile(s *sim, e int, sh prior.Shape) optimize.Engine {
+	pr := prior.Profile(s.fi.engines[e], s.fi.params[e], sh)
 	if f := p.fitted[e]; f != nil {
-		return optimize.Engine{CapacityRps: f.CapacityRPS,
+		return routing.CapFit(optimize.Engine{CapacityRps: f.CapacityRPS,
 			TTFT: optimize.TTFT{BaseMs: f.TTFTBaseMs, QueueMs: f.TTFTQueueMs},
-			TBOT: optimize.TBOT{BaseMs: f.TBOTBaseMs, SlopeMs: f.TBOTSlopeMs}}
+			TBOT: optimize.TBOT{BaseMs: f.TBOTBaseMs, SlopeMs: f.TBOTSlopeMs}}, pr)
 	}
-	return prior.Profile(s.fi.engines[e], s.fi.params[e], sh)
+	return pr
 }

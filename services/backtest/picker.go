@@ -49,10 +49,20 @@ type tablePicker struct {
 	ring        int
 	newShare    []float64
 
-	c    int // cluster being picked for, read by skip and full
-	s    *sim
-	skip func(idx int) bool
-	full func(idx int) bool
+	c       int  // cluster being picked for, read by skip and full
+	ongoing bool // whether the request being picked continues a conversation, read by closed
+	s       *sim
+	skip    func(idx int) bool
+	full    func(idx int) bool
+	closed  func(idx int) bool
+
+	// Local admission (routing.Admit): each engine's queue limit (nil:
+	// none), and the requests each cluster sent each engine since the
+	// last status it saw (sentBy[c*ne+e], valid at status generation
+	// sentGen[c]).
+	limits  []float64
+	sentBy  []int32
+	sentGen []uint64
 }
 
 func newTablePicker(s *sim, spill float64) *tablePicker {
@@ -77,6 +87,9 @@ func newTablePicker(s *sim, spill float64) *tablePicker {
 	}
 	p.skip = p.unusable
 	p.full = p.over
+	p.closed = p.refuses
+	p.sentBy = make([]int32, nc*len(s.fi.engines))
+	p.sentGen = make([]uint64, nc)
 	return p
 }
 
@@ -176,8 +189,10 @@ func (p *tablePicker) pick(s *sim, i int) int {
 	primaryIdx := t.PickHash(h)
 	primary := int(p.toEngine[c][primaryIdx])
 	if ongoing && routing.Sticky(int(p.primary[conv]), int(p.served[conv]), primary) {
-		if sv := int(p.served[conv]); p.toIdx[c][sv] >= 0 && p.share[c][p.toIdx[c][sv]] > 0 {
+		if sv := int(p.served[conv]); p.toIdx[c][sv] >= 0 && p.share[c][p.toIdx[c][sv]] > 0 &&
+			(p.limits == nil || p.admits(int(p.toIdx[c][sv]), true)) {
 			p.remember(conv, primary, sv)
+			p.sent(c, sv)
 			return sv
 		}
 	}
@@ -185,7 +200,19 @@ func (p *tablePicker) pick(s *sim, i int) int {
 	if !ok {
 		return pickNoEngine
 	}
+	if p.limits != nil && !p.admits(idx, ongoing) {
+		// Local admission: the engine cannot start it within the SLO;
+		// the first in the key's probe order that can, else refuse.
+		p.ongoing = ongoing
+		if idx, ok = t.PickSkip(h, p.closed); !ok {
+			return pickRefused
+		}
+	}
+	if !ongoing && p.limits != nil {
+		idx = p.lighter(t, h, idx)
+	}
 	e := int(p.toEngine[c][idx])
+	p.sent(c, e)
 	if routing.Spilled(idx, primaryIdx, s.healthy[primary]) {
 		p.remember(conv, primary, e) // a spill is remembered
 	} else {

@@ -13,6 +13,7 @@ type recorder struct {
 	out              *outcomes
 	slo              SLO
 	followups, moved int
+	refused          int // shed by local admission
 	churnSum         float64
 	churnN           int
 	updates          int
@@ -167,6 +168,7 @@ func (r *recorder) finish(s *sim) {
 	res := &r.result
 	res.Policy = s.name
 	r.aggregate(res)
+	res.ShedAdmission = r.refused
 	res.WeightChurn, res.WeightUpdates = ratio(r.churnSum, float64(r.churnN)), r.churnN
 	res.Followups = r.followups
 	res.FollowupMovedRatio = ratio(float64(r.moved), float64(r.followups))

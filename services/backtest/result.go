@@ -41,11 +41,14 @@ type PolicyResult struct {
 	FailedFraction float64 `json:"failed_fraction"`
 	Requests       int     `json:"requests"`
 	Served         int     `json:"served"`
-	Good           int     `json:"good"`   // served within the SLO
-	Shed           int     `json:"shed"`   // refused by the policy (a shed fraction, admission control)
-	Failed         int     `json:"failed"` // rejected, lost to a failure, or no engine available
-	TTFTMs         Stats   `json:"ttft_ms"`
-	E2EMs          Stats   `json:"e2e_ms"`
+	Good           int     `json:"good"` // served within the SLO
+	Shed           int     `json:"shed"` // refused by the policy (a shed fraction, admission control)
+	// ShedAdmission is the part of Shed refused by the data plane's local
+	// admission (the optimizer policy); the rest is its shed fraction.
+	ShedAdmission int   `json:"shed_admission"`
+	Failed        int   `json:"failed"` // rejected, lost to a failure, or no engine available
+	TTFTMs        Stats `json:"ttft_ms"`
+	E2EMs         Stats `json:"e2e_ms"`
 	// TBOTMs is the distribution of the requests' mean time between
 	// output tokens (0 for a one-token answer).
 	TBOTMs Stats `json:"tbot_ms"`

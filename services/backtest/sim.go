@@ -15,6 +15,7 @@ const (
 	pickShed     = -1 // shed by the policy (an optimizer's shed fraction)
 	pickNoEngine = -2 // no eligible engine is available: fails
 	pickDeferred = -3 // held by the policy, which dispatches it later
+	pickRefused  = -4 // refused by the data plane's local admission
 )
 
 // Request states, by request index.
@@ -41,6 +42,9 @@ type sim struct {
 	inflightC  []int32 // by cluster
 	healthy    []bool  // as routers know it: last status, or a rejection since
 	healthGen  uint64  // changes of healthy
+	waitSeen   []int32 // by engine: waiting requests at the last status tick
+	runSeen    []int32 // by engine: running requests at the last status tick
+	statusGen  uint64  // status ticks so far
 	down       []bool  // failed now (the truth)
 	state      []uint8 // by request
 	reqEngine  []int16 // by request
@@ -71,6 +75,8 @@ func newSim(cfg *Config, fi *fleetInfo, w *workload, name string) (*sim, error) 
 		reqEngine:  make([]int16, w.len()),
 		convLast:   make([]int16, len(w.convKey)),
 		busyCarry:  make([]int64, ne),
+		waitSeen:   make([]int32, ne),
+		runSeen:    make([]int32, ne),
 	}
 	for i := range s.convLast {
 		s.convLast[i] = -1
@@ -199,8 +205,11 @@ func (s *sim) dispatch(i, e int) error {
 	switch e {
 	case pickDeferred:
 		return nil
-	case pickShed:
+	case pickShed, pickRefused:
 		s.rec.shed(i)
+		if e == pickRefused {
+			s.rec.refused++
+		}
 		s.state[i] = stDone
 		return nil
 	case pickNoEngine:
@@ -278,8 +287,10 @@ type completionObserver interface{ observe(d *engine.Done) }
 // status is the periodic status tick: routers learn health, engines
 // publish status events, and the recorder samples its series.
 func (s *sim) status(t int64) {
+	s.statusGen++
 	for e, eng := range s.engines {
 		st := eng.Status()
+		s.waitSeen[e], s.runSeen[e] = int32(st.Waiting), int32(st.Running)
 		s.setHealthy(e, st.Healthy && !s.down[e])
 		if s.features != nil {
 			s.signalStatus(e, t, st)

@@ -2,6 +2,7 @@ package optimizer
 
 import (
 	"github.com/ilb-router/ilb/schemas"
+	"github.com/ilb-router/ilb/services/internal/routing"
 )
 
 // pairKey names a (cluster, engine) feature row.
@@ -131,13 +132,20 @@ func (in *inputs) current(r schemas.Feature) bool {
 }
 
 // profileFor returns the profile the solver uses for engine e and where it
-// came from: its own fitted profile, else its SKU's, else the prior.
+// came from: its own fitted profile, else its SKU's, else the prior. A
+// fitted capacity is capped by the prior's (routing.CapFit).
 func (in *inputs) profileFor(e schemas.FleetEngine, meanPrompt float64) engineProfile {
+	pr := PriorProfile(e, meanPrompt, in.fleet.MeanOutputTokens)
+	fitted := func(p schemas.Profile, source string) engineProfile {
+		ep := fromProfile(e.Name, p, source)
+		ep.engine = routing.CapFit(ep.engine, pr)
+		return ep
+	}
 	if p, ok := in.profiles[e.Name]; ok {
-		return fromProfile(e.Name, p, sourceFitted)
+		return fitted(p, sourceFitted)
 	}
 	if p, ok := in.skus[e.SKU]; ok {
-		return fromProfile(e.Name, p, sourceSKU)
+		return fitted(p, sourceSKU)
 	}
-	return engineProfile{engine: PriorProfile(e, meanPrompt, in.fleet.MeanOutputTokens), source: sourcePrior}
+	return engineProfile{engine: pr, source: sourcePrior}
 }

@@ -54,7 +54,7 @@ func TestOptimizerPublishesEveryCluster(t *testing.T) {
 	}
 	checkHTTP(t, o, man.Version)
 
-	fitted := schemas.Profile{Engine: "east-h100-0", SKU: "h100", FittedAtUnixNano: 1, CapacityRPS: 5,
+	fitted := schemas.Profile{Engine: "east-h100-0", SKU: "h100", FittedAtUnixNano: 1, CapacityRPS: 3,
 		TTFTBaseMs: 140, TTFTQueueMs: 30, TBOTBaseMs: 30, TBOTSlopeMs: 40, Samples: 20, LoadMinRPS: 1, LoadMaxRPS: 4}
 	b.produceProfiles(t, []schemas.Profile{fitted})
 	// The event clock uses a fit from the first window solved after it
@@ -67,7 +67,7 @@ func TestOptimizerPublishesEveryCluster(t *testing.T) {
 			k, last = k+1, time.Now()
 		}
 		e := o.State().Engines[0]
-		return e.Name == "east-h100-0" && e.Profile == sourceFitted && e.BaseCapacityRPS == 5
+		return e.Name == "east-h100-0" && e.Profile == sourceFitted && e.BaseCapacityRPS == 3
 	})
 }
 
@@ -83,6 +83,13 @@ func checkServed(t *testing.T, f *schemas.Fleet, c schemas.FleetCluster, s *sche
 		fe, ok := f.Engine(e)
 		if !ok || !f.Eligible(c, fe) {
 			t.Errorf("%s: weight on %s, which it may not use", c.Name, e)
+		}
+	}
+	// Local admission limits for every engine it may use, capacity × SLO.
+	for _, fe := range f.Engines {
+		l, ok := s.QueueLimits[fe.Name]
+		if f.Eligible(c, fe) != ok || (ok && !(l >= 1)) {
+			t.Errorf("%s: queue limit of %s %v (present %v), eligible %v", c.Name, fe.Name, l, ok, f.Eligible(c, fe))
 		}
 	}
 	if s.Table == nil {

@@ -297,3 +297,23 @@ func TestConfigValidatesDerate(t *testing.T) {
 		t.Fatalf("min engines 1: %v; want the derate setting named", err)
 	}
 }
+
+// TestFittedCapacityCappedByPrior: a fit whose capacity lies far above
+// what the engine model of its fleet parameters can serve is capped at
+// routing.FitCapacitySlack × the prior; one below it is kept.
+func TestFittedCapacityCappedByPrior(t *testing.T) {
+	f := schemas.ExampleFleet()
+	in := newInputs(f)
+	e := f.Engines[0]
+	pr := PriorProfile(e, 1024, f.MeanOutputTokens)
+	in.addProfiles([]schemas.Profile{{Engine: e.Name, SKU: e.SKU, FittedAtUnixNano: 1, CapacityRPS: 3 * pr.CapacityRps,
+		TTFTBaseMs: 140, TTFTQueueMs: 30, TBOTBaseMs: 30, TBOTSlopeMs: 40, Samples: 20, LoadMinRPS: 1, LoadMaxRPS: 2}})
+	if got := in.profileFor(e, 1024); got.source != sourceFitted || math.Abs(got.engine.CapacityRps-routing.FitCapacitySlack*pr.CapacityRps) > 1e-9 {
+		t.Errorf("fit at 3x the prior: %+v, want capacity %v", got, routing.FitCapacitySlack*pr.CapacityRps)
+	}
+	in.addProfiles([]schemas.Profile{{Engine: e.Name, SKU: e.SKU, FittedAtUnixNano: 2, CapacityRPS: pr.CapacityRps / 2,
+		TTFTBaseMs: 140, TTFTQueueMs: 30, TBOTBaseMs: 30, TBOTSlopeMs: 40, Samples: 20, LoadMinRPS: 0.5, LoadMaxRPS: 1}})
+	if got := in.profileFor(e, 1024); got.engine.CapacityRps != pr.CapacityRps/2 {
+		t.Errorf("fit below the prior: capacity %v, want %v", got.engine.CapacityRps, pr.CapacityRps/2)
+	}
+}

@@ -23,6 +23,7 @@ type solveResult struct {
 	plans    []plan // fleet cluster order
 	digest   string
 	solveMs  float64
+	limits   map[string]float64 // local admission queue limits, by engine
 }
 
 // solve estimates demand, derates capacity, builds the problem, solves it
@@ -61,7 +62,8 @@ func (o *Optimizer) solve(at time.Time) (*solveResult, error) {
 		return nil, err
 	}
 	return &solveResult{at: at, asOf: o.in.newestEnd, problem: p, sol: sol, caps: caps, demand: dem,
-		observed: maps.Clone(o.dem.observed), plans: plans, digest: digest(p)}, nil
+		observed: maps.Clone(o.dem.observed), plans: plans, digest: digest(p),
+		limits: routing.QueueLimits(p, f.TTFTSLOMs)}, nil
 }
 
 // plans turns the solution into each cluster's weights and table. An idle
@@ -92,7 +94,8 @@ func (o *Optimizer) plans(p *optimize.Problem, sol *optimize.Solution, idle map[
 func (r *solveResult) snapshots() []*schemas.Snapshot {
 	out := make([]*schemas.Snapshot, 0, len(r.plans))
 	for _, pl := range r.plans {
-		s := &schemas.Snapshot{Cluster: pl.cluster, Weights: pl.weights, ShedFraction: pl.shed, InputsDigest: r.digest}
+		s := &schemas.Snapshot{Cluster: pl.cluster, Weights: pl.weights, ShedFraction: pl.shed, InputsDigest: r.digest,
+			QueueLimits: r.clusterLimits(pl.cluster)}
 		if r.asOf > 0 {
 			s.InputsAsOf = time.Unix(0, r.asOf).UTC()
 		}
@@ -101,6 +104,17 @@ func (r *solveResult) snapshots() []*schemas.Snapshot {
 			s.Table = &schemas.SnapshotTable{Slots: slots, Encoding: enc, Engines: engines, Data: data}
 		}
 		out = append(out, s)
+	}
+	return out
+}
+
+// clusterLimits are the queue limits of the engines cluster may use.
+func (r *solveResult) clusterLimits(cluster string) map[string]float64 {
+	out := map[string]float64{}
+	for _, e := range r.problem.Eligible[cluster] {
+		if l, ok := r.limits[e]; ok {
+			out[e] = l
+		}
 	}
 	return out
 }

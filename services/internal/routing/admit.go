@@ -1,0 +1,91 @@
+package routing
+
+import (
+	"math"
+
+	"github.com/ilb-router/ilb/solver/optimize"
+	"github.com/ilb-router/ilb/solver/sched"
+)
+
+// Local admission is the data plane's last resort against overload
+// between solves: it refuses a request only when the engine it would go to
+// (and every alternative) has more requests waiting than it can start
+// within the TTFT SLO. An engine starts waiting requests at about its
+// capacity (each one finishing frees a slot), so a request behind W
+// waiting ones starts after about W/capacity seconds: the queue limit is
+// capacity × ttft_slo. It is the rule of the backtester's jsq-admission
+// reference, applied to the data plane's view of the queues (the last
+// engine status plus what it sent since).
+//
+// It cannot refuse twice for the shortfall the optimizer already sheds:
+// the optimizer sheds only demand beyond the engines' caps, so the queues
+// it leaves are bounded, and a queue the optimizer's shed has drained
+// admits again.
+
+// QueueLimit is how many requests may wait at an engine of capacity
+// capacityRPS for a new one still to start within ttftSLOMs; at least 1.
+// A capacity or SLO that is not a positive number gives 0: no limit.
+func QueueLimit(capacityRPS, ttftSLOMs float64) float64 {
+	if !(capacityRPS > 0) || !(ttftSLOMs > 0) || math.IsInf(capacityRPS*ttftSLOMs, 1) {
+		return 0
+	}
+	return max(1, capacityRPS*ttftSLOMs/1000)
+}
+
+// QueueLimits is QueueLimit of every engine of p (capacities derated).
+func QueueLimits(p *optimize.Problem, ttftSLOMs float64) map[string]float64 {
+	out := make(map[string]float64, len(p.Engines))
+	for _, e := range p.Engines {
+		if l := QueueLimit(e.CapacityRps, ttftSLOMs); l > 0 {
+			out[e.Name] = l
+		}
+	}
+	return out
+}
+
+// OngoingQueueFactor is how much longer a queue an ongoing conversation is
+// admitted to than a new one: its prefix is cached on its engine (less to
+// prefill), and refusing it breaks a conversation under way. New
+// conversations are refused first.
+const OngoingQueueFactor = 2
+
+// Admit reports whether a request may join a queue of waiting requests
+// at an engine whose queue limit is limit; ongoing says whether it
+// continues a conversation. limit 0 (unknown) admits everything.
+func Admit(waiting, limit float64, ongoing bool) bool {
+	if !(limit > 0) {
+		return true
+	}
+	if ongoing {
+		limit *= OngoingQueueFactor
+	}
+	return waiting < limit
+}
+
+// secondSeed derives a new conversation's second candidate from its key.
+const secondSeed = 0x5bd1e9955bd1e995
+
+// SecondChoice returns the table engine a new conversation goes to under
+// the power of two choices: chosen (its own engine, or where Choose sent
+// it) or a second candidate drawn from the same table by another hash of
+// its key (skipping engines closed to it), whichever has the lower load.
+// Drawing both from the weighted table keeps the optimizer's shares on
+// average, while the choice evens out what weights cannot see: the
+// queues of the last seconds (Mitzenmacher's two choices cut the queueing
+// of random assignment roughly exponentially). Ongoing conversations stay
+// where their cache is. Ties keep chosen.
+func SecondChoice(t *sched.Table, h uint64, chosen int, closed func(i int) bool, load func(i int) float64) int {
+	alt, ok := t.PickSkip(mixKey(h^secondSeed), closed)
+	if !ok || alt == chosen || !(load(alt) < load(chosen)) {
+		return chosen
+	}
+	return alt
+}
+
+// mixKey is the SplitMix64 finaliser.
+func mixKey(z uint64) uint64 {
+	z += 0x9e3779b97f4a7c15
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
+}

@@ -1,0 +1,99 @@
+package routing
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/ilb-router/ilb/solver/optimize"
+	"github.com/ilb-router/ilb/solver/sched"
+)
+
+func TestQueueLimit(t *testing.T) {
+	for _, tc := range []struct{ cap, slo, want float64 }{
+		{2, 5000, 10}, // 2 rps for 5 s
+		{0.1, 2000, 1},
+		{0, 2000, 0},
+		{math.NaN(), 2000, 0},
+		{3, 0, 0},
+		{math.Inf(1), 1000, 0},
+	} {
+		if got := QueueLimit(tc.cap, tc.slo); got != tc.want {
+			t.Errorf("QueueLimit(%v, %v) = %v, want %v", tc.cap, tc.slo, got, tc.want)
+		}
+	}
+	p := &optimize.Problem{Engines: []optimize.Engine{{Name: "a", CapacityRps: 4}, {Name: "b", CapacityRps: 0.5}}}
+	if got := QueueLimits(p, 3000); got["a"] != 12 || got["b"] != 1.5 || len(got) != 2 {
+		t.Errorf("QueueLimits = %v", got)
+	}
+}
+
+func TestAdmit(t *testing.T) {
+	for _, tc := range []struct {
+		waiting, limit float64
+		ongoing, want  bool
+	}{
+		{9, 10, false, true},
+		{10, 10, false, false}, // a new conversation is refused at the limit
+		{10, 10, true, true},   // an ongoing one gets twice as far
+		{19, 10, true, true},
+		{20, 10, true, false},
+		{1e9, 0, false, true}, // no limit known
+	} {
+		if got := Admit(tc.waiting, tc.limit, tc.ongoing); got != tc.want {
+			t.Errorf("Admit(%v, %v, %v) = %v, want %v", tc.waiting, tc.limit, tc.ongoing, got, tc.want)
+		}
+	}
+}
+
+func TestCapFit(t *testing.T) {
+	prior := optimize.Engine{CapacityRps: 4}
+	fit := optimize.Engine{CapacityRps: 9, TTFT: optimize.TTFT{BaseMs: 100, QueueMs: 50}}
+	if got := CapFit(fit, prior); got.CapacityRps != 4.4 || got.TTFT != fit.TTFT {
+		t.Errorf("CapFit over the prior: %+v", got)
+	}
+	fit.CapacityRps = 3
+	if got := CapFit(fit, prior); got.CapacityRps != 3 {
+		t.Errorf("CapFit below the prior changed it: %+v", got)
+	}
+	if got := CapFit(optimize.Engine{CapacityRps: 9}, optimize.Engine{}); got.CapacityRps != 9 {
+		t.Errorf("CapFit without a prior: %+v", got)
+	}
+}
+
+func TestSecondChoice(t *testing.T) {
+	tab, err := sched.Rebalance(nil, []string{"a", "b", "c"}, []float64{1, 1, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func(int) bool { return false }
+	loads := []float64{5, 1, 1}
+	load := func(i int) float64 { return loads[i] }
+	moved, kept := 0, 0
+	for k := range 3000 {
+		h := sched.HashKey(fmt.Sprint("conv-", k))
+		own := tab.PickHash(h)
+		got := SecondChoice(tab, h, own, open, load)
+		switch {
+		case own == 0 && got != 0:
+			moved++ // the loaded engine gives up keys whose second candidate is lighter
+		case own != 0 && got == 0:
+			t.Fatalf("key %d moved onto the loaded engine", k)
+		case own != 0 && got != own:
+			t.Fatalf("key %d moved between equal loads", k)
+		default:
+			kept++
+		}
+	}
+	if moved < 500 || moved > 800 { // about 2/3 of a's third
+		t.Errorf("moved %d of about 667 keys off the loaded engine", moved)
+	}
+	// A closed second candidate is never taken.
+	closedAll := func(i int) bool { return i != 0 }
+	for k := range 100 {
+		h := sched.HashKey(fmt.Sprint("x-", k))
+		if got := SecondChoice(tab, h, 0, closedAll, load); got != 0 {
+			t.Fatalf("went to closed engine %d", got)
+		}
+	}
+}
