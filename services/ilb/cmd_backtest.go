@@ -39,7 +39,7 @@ func cmdBacktest(ctx context.Context, e *env, args []string) error {
 			"ALL requests served within the fleet's ttft_slo_ms and tbot_slo_ms (shed and failed ones are misses).\n"+
 			"Policies: "+strings.Join(backtest.Policies, ", ")+";\n"+
 			"a peer policy with the suffix :local (llm-d:local) keeps to its cluster's region while any engine there is healthy.\n"+
-			"Trace formats: ilb CSV, Mooncake JSONL, Azure LLM inference CSV (detected, or --format).")
+			"Trace formats: ilb CSV, Mooncake JSONL, Azure LLM inference CSV, LMBench per-request logs (detected, or --format).")
 	var f backtestFlags
 	fs.StringVar(&f.fleet, "fleet", "", "fleet file (YAML)")
 	fs.StringVar(&f.trace, "trace", "", "request trace file")
