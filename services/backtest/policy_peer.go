@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ilb-router/ilb/services/backtest/peer"
+	"github.com/ilb-router/ilb/solver/engine"
 	"github.com/ilb-router/ilb/solver/sched"
 )
 
@@ -80,9 +81,13 @@ func peerFleet(fi *fleetInfo) *peer.Fleet {
 	f := &peer.Fleet{BlockTokens: fi.f.BlockTokens, TTFTSLOMs: fi.f.TTFTSLOMs}
 	for e, pr := range fi.params {
 		r := max(pr.Replicas, 1)
-		f.Engines = append(f.Engines, peer.Engine{Name: fi.engines[e], Region: fi.f.Engines[e].Region,
+		eng := peer.Engine{Name: fi.engines[e], Region: fi.f.Engines[e].Region,
 			Slots: pr.MaxBatch * r, KVCacheTokens: pr.KVCacheTokens * r,
-			PrefillTokensPerS: pr.PrefillTokensPerS * float64(r)})
+			PrefillTokensPerS: pr.PrefillTokensPerS * float64(r)}
+		if pr.Scheduler == engine.SchedulerChunked { // what a vLLM worker reports; whole mode has no budget
+			eng.MaxBatchedTokens = pr.MaxNumBatchedTokens * r
+		}
+		f.Engines = append(f.Engines, eng)
 	}
 	for c, name := range fi.clusters {
 		f.Clusters = append(f.Clusters, peer.Cluster{Name: name, Region: fi.f.Clusters[c].Region,

@@ -68,3 +68,31 @@ func TestPeerPoliciesConfigured(t *testing.T) {
 		t.Fatal("an invalid llm-d config ran")
 	}
 }
+
+// Routers are configured with each engine's chunked-prefill budget
+// (max_num_batched_tokens × replicas), as vLLM workers report it.
+func TestPeerFleetBudget(t *testing.T) {
+	f := parseFleet(t, `
+max_utilization: 0.95
+block_tokens: 512
+network_ms: {a: {a: 1}}
+clusters: [{name: fe, region: a, demand_share: 1}]
+engines:
+  - {name: h, region: a, sku: h100, replicas: 2, max_batch: 64, kv_cache_tokens: 500000, prefill_tokens_per_s: 9282, decode_step_ms: {base: 28.91, per_seq: 0.3343}}
+  - {name: w, region: a, sku: a100, scheduler: whole, max_batch: 64, kv_cache_tokens: 500000, prefill_tokens_per_s: 3086, decode_step_ms: {base: 43.8, per_seq: 0.4095}}
+`)
+	fi, err := newFleetInfo(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pf := peerFleet(fi)
+	if got := pf.Engines[0].MaxBatchedTokens; got != 2*8192 {
+		t.Errorf("h100 × 2 budget %d, want 16384", got)
+	}
+	if got := pf.Engines[1].MaxBatchedTokens; got != 0 {
+		t.Errorf("whole-mode engine budget %d, want 0 (unknown)", got)
+	}
+	if pf.Engines[0].Slots != 128 || pf.Engines[0].KVCacheTokens != 1_000_000 {
+		t.Errorf("h100 × 2: slots %d, KV %d", pf.Engines[0].Slots, pf.Engines[0].KVCacheTokens)
+	}
+}

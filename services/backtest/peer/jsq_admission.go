@@ -16,9 +16,12 @@ package peer
 //     the engine's prefix cache when each was sent).
 //
 // The start time on engine e is network_ms(cluster, e) + 1000 ·
-// backlog_e / prefill_tokens_per_s_e: in the engine model every prefill
-// queued ahead runs before this one, at the engine's prefill rate. It
-// leaves out the request's own prefill (a 100k-token prompt takes 11 s on
+// backlog_e / prefill_tokens_per_s_e: in the engine model the prompts
+// queued ahead are computed before this one's (whole, or in chunks in
+// arrival order), at the engine's prefill rate. With chunked prefill each
+// step also carries the decodes (a 8192-token h100 step at 10 decodes
+// spends 4% of its time on them), which the estimate leaves out, so it
+// errs towards admitting. It also leaves out the request's own prefill (a 100k-token prompt takes 11 s on
 // an h100: it cannot meet a 2 s TTFT anywhere, and refusing it would be
 // shedding on an idle fleet) and any wait for a free batch slot (answer
 // lengths are not known ahead), so it sheds only requests that are late
