@@ -98,6 +98,7 @@ type aibrix struct {
 	cand    []int32
 	set     []int32 // pods still matching / allowed
 	matched []int32
+	found   []int32 // by block: its entry as the match walk found it, -1 none
 	pct     []int // by engine, match percent
 	counts  []float64
 }
@@ -129,7 +130,7 @@ func (a *aibrix) Pick(v View, r *Request) int {
 	}
 	for k, h := range r.Blocks {
 		if wt := a.weightOf(k); wt > 0 {
-			a.index.add(h, wt, int32(w), now)
+			a.index.add(h, a.found[k], wt, int32(w), now)
 		}
 	}
 	a.inflight[w]++
@@ -181,6 +182,10 @@ func (a *aibrix) match(now int64) {
 		total += int(a.weightOf(k))
 	}
 	a.matched = a.matched[:0]
+	a.found = a.found[:0]
+	for range a.req.Blocks {
+		a.found = append(a.found, -1)
+	}
 	done := 0
 	for k, h := range a.req.Blocks {
 		wt := int(a.weightOf(k))
@@ -191,6 +196,7 @@ func (a *aibrix) match(now int64) {
 		if i < 0 {
 			return
 		}
+		a.found[k] = i
 		pods := a.index.podsOf(i)
 		kept := a.set[:0]
 		for _, e := range a.set {

@@ -18,6 +18,7 @@ type aibrixIndex struct {
 }
 
 type aibrixEntry struct {
+	live       bool
 	hash       uint64
 	weight     int32
 	last       int64
@@ -41,12 +42,17 @@ func (x *aibrixIndex) get(hash uint64, now int64) int32 {
 
 func (x *aibrixIndex) podsOf(i int32) []int32 { return x.ents.at(i).pods.items() }
 
-// add records that pod holds hash (weighing weight AIBrix blocks).
-func (x *aibrixIndex) add(hash uint64, weight int32, pod int32, now int64) {
-	i, ok := x.slot.get(hash)
-	if !ok {
-		i = x.newEntry(hash, weight)
-		x.size += int(weight)
+// add records that pod holds hash (weighing weight AIBrix blocks). hint
+// is hash's entry as get returned it earlier in the same pick (-1 for
+// none), used only if still live for hash.
+func (x *aibrixIndex) add(hash uint64, hint int32, weight int32, pod int32, now int64) {
+	i := hint
+	if i < 0 || !x.ents.at(i).live || x.ents.at(i).hash != hash {
+		var ok bool
+		if i, ok = x.slot.get(hash); !ok {
+			i = x.newEntry(hash, weight)
+			x.size += int(weight)
+		}
 	}
 	x.touch(i, now)
 	ent := x.ents.at(i)
@@ -77,7 +83,7 @@ func (x *aibrixIndex) newEntry(hash uint64, weight int32) int32 {
 		i = x.ents.push()
 	}
 	e := x.ents.at(i)
-	e.hash, e.weight, e.prev, e.next = hash, weight, -1, -1
+	e.live, e.hash, e.weight, e.prev, e.next = true, hash, weight, -1, -1
 	x.slot.put(hash, i)
 	x.link(i)
 	return i
@@ -117,6 +123,7 @@ func (x *aibrixIndex) unlink(i int32) {
 }
 
 func (x *aibrixIndex) remove(i int32) {
+	x.ents.at(i).live = false
 	x.unlink(i)
 	x.size -= int(x.ents.at(i).weight)
 	x.slot.del(x.ents.at(i).hash)

@@ -59,9 +59,9 @@ func TestAIBrixStdDevFilter(t *testing.T) {
 	a := newTestAIBrix(t, DefaultAIBrixConfig(), 10)
 	v := newTestView(10)
 	a.req = &Request{PromptTokens: 1024, Blocks: []uint64{1, 2}}
-	a.index.add(1, 16, 0, 0)
-	a.index.add(2, 16, 0, 0) // pod 0: 100%
-	a.index.add(1, 16, 1, 0) // pod 1: 50%
+	a.index.add(1, -1, 16, 0, 0)
+	a.index.add(2, -1, 16, 0, 0) // pod 0: 100%
+	a.index.add(1, -1, 16, 1, 0) // pod 1: 50%
 	a.inflight[0] = 6
 	for e := 1; e < 10; e++ {
 		a.inflight[e] = 1
@@ -74,9 +74,9 @@ func TestAIBrixStdDevFilter(t *testing.T) {
 	c := DefaultAIBrixConfig()
 	c.StdDevFactor = 3 // bound 6.24: pod 0 passes
 	a = newTestAIBrix(t, c, 10)
-	a.index.add(1, 16, 0, 0)
-	a.index.add(2, 16, 0, 0)
-	a.index.add(1, 16, 1, 0)
+	a.index.add(1, -1, 16, 0, 0)
+	a.index.add(2, -1, 16, 0, 0)
+	a.index.add(1, -1, 16, 1, 0)
 	a.inflight[0] = 6
 	for e := 1; e < 10; e++ {
 		a.inflight[e] = 1
@@ -94,10 +94,10 @@ func TestAIBrixStdDevFilter(t *testing.T) {
 func TestAIBrixMatchPercent(t *testing.T) {
 	a := newTestAIBrix(t, DefaultAIBrixConfig(), 3)
 	a.req = &Request{PromptTokens: 3 * 512, Blocks: []uint64{1, 2, 3}}
-	a.index.add(1, 16, 0, 0)
-	a.index.add(2, 16, 0, 0)
-	a.index.add(1, 16, 1, 0)
-	a.index.add(3, 16, 1, 0) // after a gap: never reached for pod 1
+	a.index.add(1, -1, 16, 0, 0)
+	a.index.add(2, -1, 16, 0, 0)
+	a.index.add(1, -1, 16, 1, 0)
+	a.index.add(3, -1, 16, 1, 0) // after a gap: never reached for pod 1
 	a.set = []int32{0, 1, 2}
 	a.match(0)
 	if a.pct[0] != 32*100/48 || a.pct[1] != 16*100/48 || a.pct[2] != 0 || len(a.matched) != 2 {
@@ -110,7 +110,7 @@ func TestAIBrixMatchPercent(t *testing.T) {
 func TestAIBrixGateNarrowsMatch(t *testing.T) {
 	a := newTestAIBrix(t, DefaultAIBrixConfig(), 3)
 	v := newTestView(3)
-	a.index.add(1, 16, 0, 0)
+	a.index.add(1, -1, 16, 0, 0)
 	a.inflight[0], a.inflight[1], a.inflight[2] = 20, 3, 2 // mean 8.3: 20 > 18.7, gap 18
 	if got := a.Pick(v, &Request{PromptTokens: 512, Blocks: []uint64{1}}); got != 2 {
 		t.Fatalf("picked %d, want 2", got)
@@ -121,10 +121,10 @@ func TestAIBrixGateNarrowsMatch(t *testing.T) {
 // leave after 20 minutes.
 func TestAIBrixIndexLRU(t *testing.T) {
 	x := newAIBrixIndex(32, int64(20*time.Minute))
-	x.add(1, 16, 0, 0)
-	x.add(2, 16, 1, 1)
+	x.add(1, -1, 16, 0, 0)
+	x.add(2, -1, 16, 1, 1)
 	x.get(1, 2)        // refreshes 1
-	x.add(3, 16, 2, 3) // over 32 blocks: evicts 2, the least recent
+	x.add(3, -1, 16, 2, 3) // over 32 blocks: evicts 2, the least recent
 	if x.get(2, 4) >= 0 || x.get(1, 4) < 0 || x.get(3, 4) < 0 {
 		t.Fatal("wrong block evicted")
 	}
