@@ -5,7 +5,8 @@ package peer
 // listing the pods it was routed to; a block untouched for 20 minutes
 // is evicted (swept every second in AIBrix; here at each lookup). An
 // entry is a trace block weighing the AIBrix blocks inside it; looking a
-// block up refreshes it, as the store's Get does.
+// block up refreshes it, as the store's Get does. The LRU order is kept
+// as a log of stamped uses (see holderIndex).
 type aibrixIndex struct {
 	capacity int   // AIBrix blocks
 	idle     int64 // ns
@@ -13,21 +14,22 @@ type aibrixIndex struct {
 	slot     hashMap
 	ents     pages[aibrixEntry]
 	free     []int32
-	head     int32 // most recent
-	tail     int32
+	recs     []holderRec // uses, oldest first from head
+	head     int
+	stamp    uint64
 }
 
 type aibrixEntry struct {
-	live       bool
-	hash       uint64
-	weight     int32
-	last       int64
-	pods       smallList[int32]
-	prev, next int32
+	live   bool
+	hash   uint64
+	weight int32
+	stamp  uint64 // of its latest use
+	last   int64  // time of its latest use
+	pods   smallList[int32]
 }
 
 func newAIBrixIndex(capacity int, idle int64) *aibrixIndex {
-	return &aibrixIndex{capacity: capacity, idle: idle, slot: newHashMap(1024), head: -1, tail: -1}
+	return &aibrixIndex{capacity: capacity, idle: idle, slot: newHashMap(1024)}
 }
 
 // get returns hash's entry, refreshed at now, or -1.
@@ -62,16 +64,46 @@ func (x *aibrixIndex) add(hash uint64, hint int32, weight int32, pod int32, now 
 		}
 	}
 	ent.pods.add(pod)
-	for x.size > x.capacity && x.tail != i {
-		x.remove(x.tail)
+	for x.size > x.capacity {
+		if !x.evictOldest(i) {
+			break
+		}
 	}
 }
 
 // expire evicts the blocks untouched since now − idle.
 func (x *aibrixIndex) expire(now int64) {
-	for x.tail >= 0 && x.ents.at(x.tail).last <= now-x.idle {
-		x.remove(x.tail)
+	for x.head < len(x.recs) {
+		r := x.recs[x.head]
+		e := x.ents.at(r.entry)
+		if e.live && e.stamp == r.stamp && e.last > now-x.idle {
+			return // the least recently used block is still fresh
+		}
+		x.head++
+		if e.live && e.stamp == r.stamp {
+			x.remove(r.entry)
+		}
 	}
+}
+
+// evictOldest removes the least recently used block, unless it is keep;
+// it reports whether it removed one.
+func (x *aibrixIndex) evictOldest(keep int32) bool {
+	for x.head < len(x.recs) {
+		r := x.recs[x.head]
+		e := x.ents.at(r.entry)
+		if !e.live || e.stamp != r.stamp {
+			x.head++
+			continue
+		}
+		if r.entry == keep {
+			return false
+		}
+		x.head++
+		x.remove(r.entry)
+		return true
+	}
+	return false
 }
 
 func (x *aibrixIndex) newEntry(hash uint64, weight int32) int32 {
@@ -83,49 +115,40 @@ func (x *aibrixIndex) newEntry(hash uint64, weight int32) int32 {
 		i = x.ents.push()
 	}
 	e := x.ents.at(i)
-	e.live, e.hash, e.weight, e.prev, e.next = true, hash, weight, -1, -1
+	e.live, e.hash, e.weight = true, hash, weight
 	x.slot.put(hash, i)
-	x.link(i)
 	return i
 }
 
 func (x *aibrixIndex) touch(i int32, now int64) {
-	x.ents.at(i).last = now
-	if x.head != i {
-		x.unlink(i)
-		x.link(i)
-	}
-}
-
-func (x *aibrixIndex) link(i int32) {
-	x.ents.at(i).prev, x.ents.at(i).next = -1, x.head
-	if x.head >= 0 {
-		x.ents.at(x.head).prev = i
-	}
-	x.head = i
-	if x.tail < 0 {
-		x.tail = i
-	}
-}
-
-func (x *aibrixIndex) unlink(i int32) {
+	x.stamp++
 	e := x.ents.at(i)
-	if e.prev >= 0 {
-		x.ents.at(e.prev).next = e.next
-	} else {
-		x.head = e.next
+	e.stamp, e.last = x.stamp, now
+	x.recs = append(x.recs, holderRec{entry: i, stamp: x.stamp})
+	if x.head > 1024 && 2*x.head > len(x.recs) {
+		x.recs = append(x.recs[:0], x.recs[x.head:]...)
+		x.head = 0
 	}
-	if e.next >= 0 {
-		x.ents.at(e.next).prev = e.prev
-	} else {
-		x.tail = e.prev
+	if live := x.slot.len(); len(x.recs)-x.head > 4*live+1024 {
+		x.compact()
 	}
+}
+
+// compact keeps only the current records.
+func (x *aibrixIndex) compact() {
+	keep := x.recs[:0]
+	for _, r := range x.recs[x.head:] {
+		if e := x.ents.at(r.entry); e.live && e.stamp == r.stamp {
+			keep = append(keep, r)
+		}
+	}
+	x.recs, x.head = keep, 0
 }
 
 func (x *aibrixIndex) remove(i int32) {
-	x.ents.at(i).live = false
-	x.unlink(i)
-	x.size -= int(x.ents.at(i).weight)
-	x.slot.del(x.ents.at(i).hash)
+	e := x.ents.at(i)
+	e.live = false
+	x.size -= int(e.weight)
+	x.slot.del(e.hash)
 	x.free = append(x.free, i)
 }

@@ -2,20 +2,27 @@ package peer
 
 // holderIndex is a prefix index kept by a router: for each block hash,
 // the engines it believes hold the block, with one least-recently-used
-// list per engine bounding how many blocks it believes each holds. It is
+// order per engine bounding how many blocks it believes each holds. It is
 // llm-d's approximate prefix index (an LRU per server, a hash → servers
 // table); evicting a hash from an engine's LRU removes the engine from
 // the hash's holders, and a hash no engine holds leaves the table.
 //
 // Holders of a block are few (a conversation's blocks live on the one
 // or two engines it went to; only shared system prompts are everywhere),
-// so each block keeps a short list of (engine, LRU node) pairs, and a
-// lookup costs one map access per block whatever the fleet size.
+// so each block keeps a short inline list of (engine, stamp) pairs, and
+// a lookup costs one table access per block whatever the fleet size.
+//
+// The LRU order is exact but kept without a linked list, whose pointer
+// chasing was most of the index's cost: every use of a (block, engine)
+// pair gets a fresh stamp and appends a record to the engine's log, so
+// the engine's least recently used pair is its oldest record whose stamp
+// is still the pair's own; older records of refreshed pairs are skipped.
 type holderIndex struct {
 	slot  hashMap // block hash -> entry
 	ents  pages[holderEntry]
-	free  []int32 // released entries
-	lists []holderLRU
+	free  []int32
+	lists []holderLog
+	stamp uint64
 }
 
 type holderEntry struct {
@@ -25,21 +32,20 @@ type holderEntry struct {
 
 type holder struct {
 	engine int32
-	node   int32
+	stamp  uint64 // of its latest use
 }
 
-// holderLRU is one engine's LRU: nodes linked by index, most recent at
-// head.
-type holderLRU struct {
-	nodes      []holderNode
-	free       []int32
-	head, tail int32
-	size, cap  int
+// holderLog is one engine's uses, oldest first from head, and how many
+// blocks the engine holds against its capacity.
+type holderLog struct {
+	recs      []holderRec
+	head      int
+	size, cap int
 }
 
-type holderNode struct {
-	entry      int32
-	prev, next int32
+type holderRec struct {
+	entry int32
+	stamp uint64
 }
 
 func newHolderIndex(capacity []int) *holderIndex {
@@ -47,10 +53,9 @@ func newHolderIndex(capacity []int) *holderIndex {
 	for _, c := range capacity {
 		total += max(c, 1)
 	}
-	hint := min(total, 4096)
-	x := &holderIndex{slot: newHashMap(hint), lists: make([]holderLRU, len(capacity))}
+	x := &holderIndex{slot: newHashMap(min(total, 4096)), lists: make([]holderLog, len(capacity))}
 	for e, c := range capacity {
-		x.lists[e] = holderLRU{head: -1, tail: -1, cap: max(c, 1)}
+		x.lists[e].cap = max(c, 1)
 	}
 	return x
 }
@@ -89,18 +94,25 @@ func (x *holderIndex) addAt(hash uint64, hint int32, e int) {
 			i = x.newEntry(hash)
 		}
 	}
+	x.stamp++
 	l := &x.lists[e]
-	for _, h := range x.ents.at(i).holders.items() {
-		if int(h.engine) == e {
-			l.moveToFront(h.node)
-			return
+	hs := x.ents.at(i).holders.items()
+	found := false
+	for k := range hs {
+		if int(hs[k].engine) == e {
+			hs[k].stamp, found = x.stamp, true
+			break
 		}
 	}
-	if l.size == l.cap {
+	l.recs = append(l.recs, holderRec{entry: i, stamp: x.stamp})
+	if found {
+		x.compact(e)
+		return
+	}
+	x.ents.at(i).holders.add(holder{engine: int32(e), stamp: x.stamp})
+	if l.size++; l.size > l.cap {
 		x.evict(e)
 	}
-	n := l.push(i)
-	x.ents.at(i).holders.add(holder{engine: int32(e), node: n})
 }
 
 func (x *holderIndex) newEntry(hash uint64) int32 {
@@ -116,74 +128,44 @@ func (x *holderIndex) newEntry(hash uint64) int32 {
 	return i
 }
 
-// evict drops engine e's least recently used block.
+// evict drops engine e's least recently used block: its oldest record
+// that is still current.
 func (x *holderIndex) evict(e int) {
 	l := &x.lists[e]
-	n := l.tail
-	i := l.nodes[n].entry
-	l.remove(n)
-	ent := x.ents.at(i)
-	for k, h := range ent.holders.items() {
-		if int(h.engine) == e {
-			ent.holders.del(k)
-			break
+	for l.head < len(l.recs) {
+		r := l.recs[l.head]
+		l.head++
+		ent := x.ents.at(r.entry)
+		for k, h := range ent.holders.items() {
+			if int(h.engine) == e && h.stamp == r.stamp {
+				ent.holders.del(k)
+				l.size--
+				if ent.holders.len() == 0 {
+					x.slot.del(ent.hash)
+					x.free = append(x.free, r.entry)
+				}
+				x.compact(e)
+				return
+			}
 		}
 	}
-	if ent.holders.len() == 0 {
-		x.slot.del(ent.hash)
-		x.free = append(x.free, i)
-	}
 }
 
-func (l *holderLRU) push(entry int32) int32 {
-	var n int32
-	if k := len(l.free); k > 0 {
-		n, l.free = l.free[k-1], l.free[:k-1]
-	} else {
-		n = int32(len(l.nodes))
-		l.nodes = append(l.nodes, holderNode{})
-	}
-	l.nodes[n] = holderNode{entry: entry, prev: -1, next: l.head}
-	if l.head >= 0 {
-		l.nodes[l.head].prev = n
-	}
-	l.head = n
-	if l.tail < 0 {
-		l.tail = n
-	}
-	l.size++
-	return n
-}
-
-func (l *holderLRU) unlink(n int32) {
-	nd := &l.nodes[n]
-	if nd.prev >= 0 {
-		l.nodes[nd.prev].next = nd.next
-	} else {
-		l.head = nd.next
-	}
-	if nd.next >= 0 {
-		l.nodes[nd.next].prev = nd.prev
-	} else {
-		l.tail = nd.prev
-	}
-}
-
-func (l *holderLRU) remove(n int32) {
-	l.unlink(n)
-	l.free = append(l.free, n)
-	l.size--
-}
-
-func (l *holderLRU) moveToFront(n int32) {
-	if l.head == n {
+// compact drops the consumed and stale records once they are most of
+// the log, so that it stays within a small multiple of the blocks held.
+func (x *holderIndex) compact(e int) {
+	l := &x.lists[e]
+	if len(l.recs) < 4*l.cap+64 {
 		return
 	}
-	l.unlink(n)
-	l.nodes[n].prev, l.nodes[n].next = -1, l.head
-	l.nodes[l.head].prev = n
-	l.head = n
-	if l.tail < 0 {
-		l.tail = n
+	live := l.recs[:0]
+	for _, r := range l.recs[l.head:] {
+		for _, h := range x.ents.at(r.entry).holders.items() {
+			if int(h.engine) == e && h.stamp == r.stamp {
+				live = append(live, r)
+				break
+			}
+		}
 	}
+	l.recs, l.head = live, 0
 }

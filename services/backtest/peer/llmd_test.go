@@ -216,3 +216,25 @@ func TestHolderIndexManyHolders(t *testing.T) {
 		t.Fatalf("holders %v, want [1]", got)
 	}
 }
+
+// The stamped log keeps the exact LRU order over many refreshes, and the
+// log stays bounded.
+func TestHolderIndexLRUOrder(t *testing.T) {
+	x := newHolderIndex([]int{3})
+	for round := range 1000 {
+		// Refresh 1 and 2 every round, add a new block: the new one of the
+		// previous round is always the one evicted.
+		x.add(1, 0)
+		x.add(2, 0)
+		x.add(uint64(100+round), 0)
+		if round > 0 && x.holders(uint64(100+round-1)) != nil {
+			t.Fatalf("round %d: block %d outlived fresher ones", round, 100+round-1)
+		}
+		if x.holders(1) == nil || x.holders(2) == nil {
+			t.Fatalf("round %d: a refreshed block was evicted", round)
+		}
+	}
+	if l := x.lists[0]; len(l.recs)-l.head > 4*l.cap+64 || l.size != 3 {
+		t.Fatalf("log of %d records for %d blocks", len(l.recs)-l.head, l.size)
+	}
+}
