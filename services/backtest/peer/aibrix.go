@@ -99,7 +99,7 @@ type aibrix struct {
 	set     []int32 // pods still matching / allowed
 	matched []int32
 	found   []int32 // by block: its entry as the match walk found it, -1 none
-	pct     []int // by engine, match percent
+	pct     []int   // by engine, match percent
 	counts  []float64
 }
 

@@ -123,7 +123,7 @@ func TestAIBrixIndexLRU(t *testing.T) {
 	x := newAIBrixIndex(32, int64(20*time.Minute))
 	x.add(1, -1, 16, 0, 0)
 	x.add(2, -1, 16, 1, 1)
-	x.get(1, 2)        // refreshes 1
+	x.get(1, 2)            // refreshes 1
 	x.add(3, -1, 16, 2, 3) // over 32 blocks: evicts 2, the least recent
 	if x.get(2, 4) >= 0 || x.get(1, 4) < 0 || x.get(3, 4) < 0 {
 		t.Fatal("wrong block evicted")

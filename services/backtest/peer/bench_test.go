@@ -16,7 +16,10 @@ func BenchmarkRouters(b *testing.B) {
 		b.Run(pol.Name, func(b *testing.B) {
 			f := testFleet(10, 64, 500_000, 9000)
 			v := newTestView(10)
-			type flight struct{ r *Request; e int }
+			type flight struct {
+				r *Request
+				e int
+			}
 			var ring [200]flight
 			b.ReportAllocs()
 			b.ResetTimer()
