@@ -40,6 +40,9 @@ func New(cfg Config, tr *Trace) (*Backtest, error) {
 	if err := tr.AssignClusters(cfg.Fleet); err != nil {
 		return nil, err
 	}
+	if cfg.AffinityKey == AffinityPrompt {
+		tr.AssignPromptKeys()
+	}
 	w, err := buildWorkload(tr, fi, shaping{speed: cfg.Speed, duration: cfg.Duration, swings: cfg.Swings, seed: cfg.Seed})
 	if err != nil {
 		return nil, err

@@ -24,6 +24,10 @@ type Config struct {
 	Duration time.Duration
 	Swings   []Swing
 	Failures []Failure
+	// AffinityKey is what requests are routed by: AffinityConversation
+	// (the default, "" too) or AffinityPrompt, the data plane's key for
+	// clients that send no conversation id (AssignPromptKeys).
+	AffinityKey string
 
 	// StatusInterval is how often engines report status (health, running,
 	// waiting, KV use), as the engine simulator does; routers learn health
@@ -90,6 +94,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: duration %v must be in [0, %v]", ErrConfig, c.Duration, maxDuration)
 	case c.Parallel < 1:
 		return fmt.Errorf("%w: parallel %d must be at least 1", ErrConfig, c.Parallel)
+	case c.AffinityKey != "" && c.AffinityKey != AffinityConversation && c.AffinityKey != AffinityPrompt:
+		return fmt.Errorf("%w: affinity key %q: want %s or %s", ErrConfig, c.AffinityKey, AffinityConversation, AffinityPrompt)
 	}
 	for _, d := range []struct {
 		name string

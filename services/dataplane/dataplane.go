@@ -55,6 +55,9 @@ type DataPlane struct {
 	health   *run.Health
 	metrics  *metrics
 	handler  http.Handler
+	// endpoints are the configured engines' host:port and host, for
+	// recognising an endpoint picker's subset hints.
+	endpoints map[string]bool
 
 	// Hot path.
 	epoch atomic.Uint32 // conversation-memory epoch, advanced by the owner tick
@@ -76,6 +79,7 @@ func New(cfg Config, deps Deps) (*DataPlane, error) {
 	d := &DataPlane{cfg: cfg, deps: deps, kick: make(chan struct{}, 1), clusters: map[string]*cluster{}}
 	d.setDefaults()
 	d.reg = newRegistry(cfg.EngineURLs, cfg.EngineCapacity)
+	d.endpoints = endpointSet(cfg.EngineURLs)
 	for _, name := range sortedKeys(cfg.EngineURLs) {
 		d.reg.getLocked(name) // stable ids for configured engines
 	}

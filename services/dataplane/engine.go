@@ -2,6 +2,8 @@ package dataplane
 
 import (
 	"math"
+	"net"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -21,6 +23,7 @@ type engine struct {
 	id       uint16                 // 1.. process-wide; 0 when ids ran out
 	url      string                 // base URL; "" when unknown
 	urls     [len(endpoints)]string // url + each proxied endpoint's path, by affinity.Kind
+	endpoint string                 // host:port of url, the endpoint picker's name for it; "" without url
 	capacity int                    // concurrent sequences; 0 when unknown
 
 	// Hot path, written by the proxy.
@@ -114,6 +117,7 @@ func (r *registry) getLocked(name string) *engine {
 		for _, ep := range endpoints {
 			e.urls[ep.kind] = base + ep.path
 		}
+		e.endpoint = hostPort(e.url)
 	}
 	if r.nextID <= maxEngineIDs {
 		e.id = uint16(r.nextID)
@@ -121,4 +125,21 @@ func (r *registry) getLocked(name string) *engine {
 	}
 	r.byName[name] = e
 	return e
+}
+
+// hostPort is the host:port of a base URL, with the scheme's default port
+// when it names none: how a gateway names the engine's endpoint.
+func hostPort(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	if u.Port() != "" {
+		return u.Host
+	}
+	port := "80"
+	if u.Scheme == "https" {
+		port = "443"
+	}
+	return net.JoinHostPort(u.Hostname(), port)
 }

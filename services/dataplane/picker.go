@@ -77,13 +77,20 @@ type choice struct {
 	memo    memo // what to remember about the conversation
 }
 
-// tried lists the table indices a request already failed on.
+// tried lists the table indices a request already failed on, and those
+// it may not use at all.
 type tried struct {
 	idx [12]int
 	n   int
+	// deny, by table index, are engines outside the subset a proxy allows
+	// (the endpoint picker's subset hint); nil allows every engine.
+	deny []bool
 }
 
 func (t *tried) has(i int) bool {
+	if t.deny != nil && t.deny[i] {
+		return true
+	}
 	for _, j := range t.idx[:t.n] {
 		if j == i {
 			return true
@@ -115,7 +122,7 @@ func (p *picker) pick(h uint64, ongoing bool, m memo, tr *tried) (choice, error)
 	}
 	primary := p.table.PickHash(h)
 	if ongoing && tr.n == 0 {
-		if idx, ok := p.sticky(primary, m); ok {
+		if idx, ok := p.sticky(primary, m); ok && !tr.has(idx) {
 			// Counted when it spilled, not again on every later turn.
 			return choice{idx: idx, primary: primary, memo: m}, nil
 		}

@@ -15,6 +15,13 @@ func (d *DataPlane) decide(c *cluster, p *picker, h uint64) (choice, bool, error
 // a prompt-derived key is shared by every conversation that starts with
 // the same words (affinity.Key.First).
 func (d *DataPlane) decideKey(c *cluster, p *picker, h uint64, first bool) (choice, bool, error) {
+	var tr tried
+	return d.decideIn(c, p, h, first, &tr)
+}
+
+// decideIn is decideKey for a request that may use only the engines tr
+// does not deny.
+func (d *DataPlane) decideIn(c *cluster, p *picker, h uint64, first bool, tr *tried) (choice, bool, error) {
 	if p.err != nil {
 		return choice{}, false, p.err
 	}
@@ -29,8 +36,7 @@ func (d *DataPlane) decideKey(c *cluster, p *picker, h uint64, first bool) (choi
 		c.shed.Add(1)
 		return choice{}, ongoing, ErrShed
 	}
-	var tr tried
-	ch, err := p.pick(h, ongoing, m, &tr)
+	ch, err := p.pick(h, ongoing, m, tr)
 	if err != nil {
 		return choice{}, ongoing, err
 	}

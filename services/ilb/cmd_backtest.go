@@ -23,7 +23,7 @@ func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 type backtestFlags struct {
 	fleet, trace, policy, format, jsonOut, report string
-	requests                                      string
+	requests, affinity                            string
 	speed                                         float64
 	seed                                          uint64
 	duration                                      time.Duration
@@ -54,6 +54,8 @@ func cmdBacktest(ctx context.Context, e *env, args []string) error {
 	fs.DurationVar(&f.duration, "duration", 0, "replay only the requests arriving before this simulated time (0: all)")
 	fs.Var(&f.swings, "swing", "demand swing cluster=NAME,factor=X,from=DUR,to=DUR (repeatable)")
 	fs.Var(&f.fails, "fail", "engine failure engine=NAME,at=DUR[,for=DUR] (repeatable)")
+	fs.StringVar(&f.affinity, "affinity-key", "conversation", "what requests are routed by: conversation (the trace's ids) or prompt\n"+
+		"(the data plane's key for clients that send no id: the conversation's first prompt blocks)")
 	fs.BoolVar(&f.skipBad, "skip-bad", false, "skip and count bad trace lines instead of failing")
 	fs.BoolVar(&f.quiet, "quiet", false, "no progress lines on stderr")
 	fs.IntVar(&f.parallel, "parallel", runtime.GOMAXPROCS(0), "policies simulated at once (results do not depend on it)")
@@ -115,6 +117,7 @@ func (f *backtestFlags) load(e *env) (backtest.Config, *backtest.Trace, error) {
 		return cfg, nil, badInput("%v", err)
 	}
 	cfg.Fleet, cfg.Policies, cfg.Seed, cfg.Speed, cfg.Duration, cfg.Parallel = fleet, policies, f.seed, f.speed, f.duration, f.parallel
+	cfg.AffinityKey = f.affinity
 	for _, s := range f.swings {
 		sw, err := backtest.ParseSwing(s)
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ilb-router/ilb/schemas"
 	"github.com/ilb-router/ilb/services/dataplane"
+	"github.com/ilb-router/ilb/services/dataplane/extproc"
 	svcrun "github.com/ilb-router/ilb/services/internal/run"
 	"github.com/ilb-router/ilb/streams/kv"
 )
@@ -35,7 +36,11 @@ from an unmodified OpenAI client reaches the same engine.
 
 HTTP: GET /healthz, GET /v1/routing[?cluster=NAME], POST /v1/pick,
 POST /v1/chat/completions, POST /v1/completions, POST /v1/embeddings,
-GET /v1/models, GET /metrics.`
+GET /v1/models, GET /metrics.
+
+Gateways: --ext-proc ADDR also serves the Gateway API Inference Extension
+endpoint picker protocol (Envoy ext_proc over gRPC, with gRPC health) on
+ADDR, for Envoy-based gateways that forward requests themselves.`
 
 // namesFlag is a repeatable flag whose values may also be comma-separated.
 type namesFlag []string
@@ -56,7 +61,7 @@ func (l *namesFlag) Set(v string) error {
 type dataplaneFlags struct {
 	clusters, engines namesFlag
 	snapshot, fleet   string
-	httpAddr          string
+	httpAddr, extProc string
 	noKafka           bool
 	svc               *serviceFlags
 	kafka             *kafkaFlags
@@ -83,6 +88,7 @@ func parseDataplane(e *env, args []string) (dataplane.Config, *dataplaneFlags, e
 	fs.StringVar(&f.fleet, "fleet", "", "fleet file (YAML): engine URLs and capacities")
 	fs.Var(&f.engines, "engine", "engine base URL as NAME=URL (repeatable); overrides the fleet file")
 	fs.StringVar(&f.httpAddr, "http", "127.0.0.1:8080", "HTTP listen address")
+	fs.StringVar(&f.extProc, "ext-proc", "", "also serve the endpoint picker protocol (Envoy ext_proc, gRPC) on this address, e.g. :9002")
 	fs.BoolVar(&f.noKafka, "no-kafka", false, "read no engine status from Kafka")
 	f.svc = addServiceFlags(fs, "ilb-dataplane")
 	fs.StringVar(&cfg.Bucket, "bucket", cfg.Bucket, "JetStream KV bucket of the weight snapshots")
@@ -217,5 +223,26 @@ func runDataplane(ctx context.Context, e *env, cfg dataplane.Config, f *dataplan
 	var g svcrun.Group
 	g.Add("dataplane", d.Run)
 	g.Add("http", srv.Run)
+	if f.extProc != "" {
+		if err := addExtProc(&g, e, d, cfg, f.extProc, sv); err != nil {
+			return err
+		}
+	}
 	return g.Run(ctx)
+}
+
+// addExtProc adds the endpoint picker server on addr to g.
+func addExtProc(g *svcrun.Group, e *env, d *dataplane.DataPlane, cfg dataplane.Config, addr string, sv *service) error {
+	xc := extproc.DefaultConfig()
+	xc.Addr, xc.MaxBodyBytes, xc.Fallbacks, xc.PromptAffinity = addr, int(cfg.MaxBodyBytes), cfg.MaxRetries, cfg.PromptAffinity
+	x, err := extproc.New(xc, extproc.Deps{Plane: d, Logger: sv.log, Meter: sv.tel.Meter})
+	if err != nil {
+		return badInput("--ext-proc: %v", err)
+	}
+	g.Add("ext-proc", func(ctx context.Context) error {
+		return x.Run(ctx, func(bound string) {
+			fmt.Fprintf(e.stdout, "ilb dataplane: endpoint picker (ext_proc) on grpc://%s\n", bound)
+		})
+	})
+	return nil
 }
