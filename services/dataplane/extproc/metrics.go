@@ -34,11 +34,11 @@ var decisionNames = [numDecisions]string{"headers", "body"}
 type reason uint8
 
 const (
-	reasonBadFrame     reason = iota // a message gRPC could not decode
-	reasonProtocol                   // messages out of order, or none set
-	reasonBodyTooLarge               // body over MaxBodyBytes (answered 413)
-	reasonClientGone                 // the gateway ended the stream mid-request
-	reasonUnknownSubset              // a subset hint naming no known engine
+	reasonBadFrame      reason = iota // a message gRPC could not decode
+	reasonProtocol                    // messages out of order, or none set
+	reasonBodyTooLarge                // body over MaxBodyBytes (answered 413)
+	reasonClientGone                  // the gateway ended the stream mid-request
+	reasonUnknownSubset               // a subset hint naming no known engine
 	numReasons
 )
 
