@@ -55,10 +55,14 @@ type Stats struct {
 	PromptTokens int64 // of admitted requests
 	CachedTokens int64 // of admitted requests, found in the prefix cache
 	OutputTokens int64 // of admitted requests
-	Prefills     int64 // prefill iterations
-	DecodeSteps  int64
-	PrefillNs    int64 // virtual time spent in prefill iterations
-	DecodeNs     int64 // virtual time spent in decode steps
+	// Prefills counts prefill iterations; in chunked mode, the steps that
+	// carry prompt chunks (their decodes included). DecodeSteps counts
+	// the steps that only decode. Every iteration is in one of the two,
+	// and so is its time.
+	Prefills    int64
+	DecodeSteps int64
+	PrefillNs   int64 // virtual time spent in prefill iterations
+	DecodeNs    int64 // virtual time spent in decode steps
 }
 
 // BusyNs is the virtual time the engine spent computing; divided by the
