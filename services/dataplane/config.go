@@ -17,6 +17,10 @@ type Config struct {
 	// Clusters are the front-end clusters this process serves. With one,
 	// it is the default cluster of requests that name none.
 	Clusters []string
+	// DefaultCluster, when set, is the cluster of requests that name none
+	// although several are served (so that an unmodified OpenAI client,
+	// which sends no X-Ilb-Cluster, is served). It must be in Clusters.
+	DefaultCluster string
 	// EngineURLs maps an engine name to its OpenAI-compatible base URL; the
 	// proxy posts to base+"/v1/chat/completions". When it is non-empty, an
 	// engine of a snapshot that has no URL here is unavailable. When it is
@@ -207,6 +211,9 @@ func (c Config) validateNames() error {
 		if slices.Contains(c.Clusters[:i], name) {
 			return fmt.Errorf("cluster %q listed twice", name)
 		}
+	}
+	if c.DefaultCluster != "" && !slices.Contains(c.Clusters, c.DefaultCluster) {
+		return fmt.Errorf("default cluster %q is not one of the clusters served %v", c.DefaultCluster, c.Clusters)
 	}
 	for name, raw := range c.EngineURLs {
 		if name == "" {

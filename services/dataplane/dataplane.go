@@ -51,7 +51,7 @@ type DataPlane struct {
 	client   *http.Client
 	clusters map[string]*cluster
 	order    []*cluster // by name
-	single   *cluster   // the default cluster when only one is served
+	single   *cluster   // the default cluster: the only one served, or Config.DefaultCluster
 	health   *run.Health
 	metrics  *metrics
 	handler  http.Handler
@@ -92,6 +92,9 @@ func New(cfg Config, deps Deps) (*DataPlane, error) {
 	}
 	if len(d.order) == 1 {
 		d.single = d.order[0]
+	}
+	if cfg.DefaultCluster != "" {
+		d.single = d.clusters[cfg.DefaultCluster]
 	}
 	m, err := newMetrics(d.deps.Meter, d)
 	if err != nil {

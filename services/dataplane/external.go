@@ -237,6 +237,15 @@ func (d *DataPlane) pickRouteError(c *cluster, err error, subset bool) *RouteErr
 	return d.routeError(c, http.StatusServiceUnavailable, codeNoEngine, err.Error()+" for cluster "+c.name)
 }
 
+// DefaultCluster is the cluster of requests that name none: the only one
+// served, or Config.DefaultCluster; "" when requests must name one.
+func (d *DataPlane) DefaultCluster() string {
+	if d.single == nil {
+		return ""
+	}
+	return d.single.name
+}
+
 // Clusters returns the clusters this data plane serves, sorted.
 func (d *DataPlane) Clusters() []string {
 	out := make([]string, len(d.order))

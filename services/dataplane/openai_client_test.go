@@ -209,3 +209,22 @@ func TestErrorEnvelope(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultCluster: with several clusters, a client that names none is
+// served by DefaultCluster; a default that is not served is refused.
+func TestDefaultCluster(t *testing.T) {
+	e := newEngine(t, "eng-a")
+	cfg := testConfig("fe-a", "fe-b")
+	cfg.EngineURLs, cfg.DefaultCluster = engineURLs(e), "fe-b"
+	d := newDP(t, cfg, Deps{})
+	mustSet(t, d, snap("fe-b", 1, map[string]float64{"eng-a": 1}))
+	chat, err := openaiClient(t, d.Handler()).Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "m",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}})
+	if err != nil || chat.Choices[0].Message.Content != "hi" || d.DefaultCluster() != "fe-b" {
+		t.Fatalf("no cluster named, default fe-b: %v %v", chat, err)
+	}
+	cfg.DefaultCluster = "fe-z"
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "default cluster") {
+		t.Fatalf("default cluster fe-z: %v", err)
+	}
+}

@@ -99,6 +99,7 @@ func parseDataplane(e *env, args []string) (dataplane.Config, *dataplaneFlags, e
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body-bytes", cfg.MaxBodyBytes, "largest request body accepted")
 	fs.Int64Var(&cfg.RetryBodyBytes, "retry-body-bytes", cfg.RetryBodyBytes,
 		"largest body of a header-routed chat request kept so a failed attempt can be retried; larger ones are streamed (0: stream all)")
+	fs.StringVar(&cfg.DefaultCluster, "default-cluster", "", "cluster of requests that name none when several are served (clients that send no X-Ilb-Cluster)")
 	fs.BoolVar(&cfg.PromptAffinity, "prompt-affinity", cfg.PromptAffinity,
 		"derive a chat's affinity key from its model, system prompt and first user message when it has no X-Conversation-Id or user")
 	fs.StringVar(&cfg.DefaultModel, "default-model", cfg.DefaultModel, "the model GET /v1/models lists when no engine lists models")

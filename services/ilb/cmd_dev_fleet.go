@@ -196,6 +196,9 @@ func (d *devFleet) buildDataPlane() error {
 	for _, c := range d.plan.fleet.Clusters {
 		cfg.Clusters = append(cfg.Clusters, c.Name)
 	}
+	// An unmodified OpenAI client names no cluster: it is served as the
+	// fleet's first.
+	cfg.DefaultCluster = cfg.Clusters[0]
 	for _, e := range d.plan.fleet.Engines {
 		cfg.EngineURLs[e.Name] = d.sim.BaseURL(e.Name)
 		cfg.EngineCapacity[e.Name] = max(1, e.MaxBatch) * max(1, e.Replicas)

@@ -168,11 +168,11 @@ func kindOf(path string) (affinity.Kind, bool) {
 }
 
 // headersSuffice reports whether the headers name the affinity key and
-// the cluster (or the data plane serves one), so the body need not be
+// the cluster (or the data plane has a default one), so the body need not be
 // read. The model is not yet an input of the pick (engines do not list
 // models), so it is not needed either.
 func (st *stream) headersSuffice() bool {
-	return st.conv != "" && (st.cluster != "" || len(st.s.plane.Clusters()) == 1)
+	return st.conv != "" && (st.cluster != "" || st.s.plane.DefaultCluster() != "")
 }
 
 // decide picks (from the headers, and the body when given) and sends the
