@@ -26,6 +26,7 @@ type cluster struct {
 
 	// Hot-path counters, read by the metric callbacks.
 	shed         atomic.Int64
+	refused      atomic.Int64 // by local admission
 	throttled    atomic.Int64
 	unreplayable atomic.Int64                        // failed attempts not retried: body streamed
 	fallbacks    [len(fallbackNames)]atomic.Int64    // by fallback reason
@@ -113,7 +114,7 @@ func (c *cluster) buildLocked(reg *registry, pp pickerParams) *picker {
 	p.byID = make(map[uint16]int, len(p.slots))
 	for i := range p.slots {
 		e := reg.getLocked(c.table.Engine(i))
-		s := slot{eng: e, cell: c.cellLocked(e)}
+		s := slot{eng: e, cell: c.cellLocked(e), limit: c.snap.QueueLimits[e.name]}
 		s.avail, s.why = e.availableLocked(pp.now, pp.statusTTL)
 		if s.avail && pp.needURL && e.url == "" {
 			s.avail, s.why = false, reasonUnhealthy
@@ -157,7 +158,8 @@ func sameRouting(a, b *picker) bool {
 	}
 	for i := range a.slots {
 		x, y := a.slots[i], b.slots[i]
-		if x.eng != y.eng || x.avail != y.avail || x.why != y.why || x.share != y.share || x.penalty != y.penalty {
+		if x.eng != y.eng || x.avail != y.avail || x.why != y.why || x.share != y.share || x.penalty != y.penalty ||
+			x.limit != y.limit {
 			return false
 		}
 	}

@@ -32,6 +32,7 @@ type engine struct {
 	failures  atomic.Int64 // failed attempts since the last sweep
 	latencyUs atomic.Int64 // sum of time-to-headers of successes, µs
 	successes atomic.Int64 // successes since the last sweep (latency count)
+	live      live         // queue as last reported plus what was sent since
 
 	// Guarded by DataPlane.mu.
 	status       schemas.EngineStatus

@@ -231,6 +231,9 @@ func (d *DataPlane) answerPickError(w http.ResponseWriter, c *cluster, err error
 	switch {
 	case errors.Is(err, ErrShed):
 		d.answerCode(w, c, http.StatusTooManyRequests, codeShed, "load shedding: the fleet is over capacity for cluster "+c.name+"; retry later")
+	case errors.Is(err, ErrAdmission):
+		d.answerCode(w, c, http.StatusTooManyRequests, codeShed, "local admission: every engine cluster "+c.name+
+			" may use has more requests waiting than it can start within the TTFT SLO; retry later")
 	case errors.Is(err, ErrNoSnapshot):
 		d.answerCode(w, c, http.StatusServiceUnavailable, codeNoSnapshot, "no snapshot yet for cluster "+c.name)
 	case errors.Is(err, ErrNoEngine):

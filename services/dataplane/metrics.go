@@ -26,6 +26,7 @@ const (
 	metricRetryDenied  = "ilb_dataplane_retries_denied_total"
 	metricUnreplayable = "ilb_dataplane_retries_unreplayable_total"
 	metricShed         = "ilb_dataplane_shed_total"
+	metricRefused      = "ilb_dataplane_admission_refused_total"
 	metricPublishSwap  = "ilb_dataplane_publish_to_swap_seconds"
 	metricRequests     = "ilb_dataplane_requests_total"
 	metricThrottled    = "ilb_dataplane_throttled_total"
@@ -49,7 +50,7 @@ type metrics struct {
 
 // observables are the asynchronous instruments the callback reports.
 type observables struct {
-	picks, fallbacks, retries, denied, unreplayable, shed, requests, throttled, keySource metric.Int64ObservableCounter
+	picks, fallbacks, retries, denied, unreplayable, shed, refused, requests, throttled, keySource metric.Int64ObservableCounter
 	version, inflight, available, stale                                                   metric.Int64ObservableGauge
 	age                                                                                   metric.Float64ObservableGauge
 }
@@ -86,6 +87,9 @@ func newMetrics(mp metric.MeterProvider, d *DataPlane) (*metrics, error) {
 	add(err)
 	obs.shed, err = m.Int64ObservableCounter(metricShed, metric.WithDescription("Requests shed by the snapshot's shed fraction (429)."))
 	add(err)
+	obs.refused, err = m.Int64ObservableCounter(metricRefused,
+		metric.WithDescription("Requests refused by local admission (429): every engine had more waiting than it can start within the TTFT SLO."))
+	add(err)
 	obs.requests, err = m.Int64ObservableCounter(metricRequests, metric.WithDescription("Requests answered, by status code."))
 	add(err)
 	obs.throttled, err = m.Int64ObservableCounter(metricThrottled, metric.WithDescription("Requests rejected by client-side throttling (503)."))
@@ -111,7 +115,7 @@ func newMetrics(mp metric.MeterProvider, d *DataPlane) (*metrics, error) {
 	out.reg, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		d.observe(o, &obs)
 		return nil
-	}, obs.picks, obs.fallbacks, obs.retries, obs.denied, obs.unreplayable, obs.shed, obs.requests, obs.throttled, obs.keySource,
+	}, obs.picks, obs.fallbacks, obs.retries, obs.denied, obs.unreplayable, obs.shed, obs.refused, obs.requests, obs.throttled, obs.keySource,
 		obs.version, obs.age, obs.stale, obs.inflight, obs.available)
 	if err != nil {
 		return nil, fmt.Errorf("dataplane: metrics: %w", err)
@@ -139,6 +143,7 @@ func (d *DataPlane) observe(o metric.Observer, obs *observables) {
 		o.ObserveInt64(obs.denied, c.budget.denied.Load(), one)
 		o.ObserveInt64(obs.unreplayable, c.unreplayable.Load(), one)
 		o.ObserveInt64(obs.shed, c.shed.Load(), one)
+		o.ObserveInt64(obs.refused, c.refused.Load(), one)
 		o.ObserveInt64(obs.throttled, c.throttled.Load(), one)
 		for f := reasonUnhealthy; f <= reasonStale; f++ {
 			o.ObserveInt64(obs.fallbacks, c.fallbacks[f].Load(), metric.WithAttributes(cl, attribute.String("reason", f.String())))

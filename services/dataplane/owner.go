@@ -55,6 +55,9 @@ func (d *DataPlane) tick() {
 		d.sweepLocked(now)
 		d.lastSweep = now
 	}
+	for _, e := range d.reg.byName {
+		e.live.refreshLocked(e.statusAt, now, d.cfg.StatusTTL)
+	}
 	for _, c := range d.order {
 		if stale := c.isStaleLocked(now, d.cfg.StaleAfter); stale != c.stale {
 			c.stale = stale

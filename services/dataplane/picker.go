@@ -52,6 +52,7 @@ type slot struct {
 	why     fallback // reason it is unavailable
 	share   float64  // bounded-load share, over available engines with slots
 	penalty uint64   // keys with penaltyHash(h) < penalty leave it (new conversations)
+	limit   float64  // local admission queue limit from the snapshot; 0: none
 }
 
 // picker is an immutable routing state for one cluster. The zero-snapshot
@@ -133,6 +134,17 @@ func (p *picker) pick(h uint64, ongoing bool, m memo, tr *tried) (choice, error)
 		func(i int) bool { s := &p.slots[i]; return penalised(s, h) || p.over(s, total) })
 	if !ok {
 		return choice{}, ErrNoEngine
+	}
+	closed := func(i int) bool { return !p.slots[i].avail || tr.has(i) || !p.slots[i].admits(ongoing) }
+	if !ongoing && !p.stale {
+		idx = routing.SecondChoice(p.table, h, idx, closed, func(i int) float64 { return p.slots[i].load() })
+	}
+	if !p.slots[idx].admits(ongoing) {
+		// Local admission: the first engine in the key's probe order that
+		// can start it within the SLO, else refuse.
+		if idx, ok = p.table.PickSkip(h, closed); !ok {
+			return choice{}, ErrAdmission
+		}
 	}
 	return p.result(h, idx, primary, ongoing, tr), nil
 }

@@ -233,6 +233,7 @@ func (d *DataPlane) send(in *proxyRequest, r *http.Request, s *slot) (*http.Resp
 	if s.eng.url == "" {
 		return nil, errors.New("no URL configured for it (give one with --engine or the fleet file)")
 	}
+	s.eng.live.sent.Add(1)
 	req, err := http.NewRequestWithContext(in.ctx, http.MethodPost, s.eng.urls[in.ep.kind], in.reader())
 	if err != nil {
 		return nil, fmt.Errorf("engine %q: %w", s.eng.name, err)

@@ -38,6 +38,9 @@ func (d *DataPlane) decideIn(c *cluster, p *picker, h uint64, first bool, tr *tr
 	}
 	ch, err := p.pick(h, ongoing, m, tr)
 	if err != nil {
+		if err == ErrAdmission {
+			c.refused.Add(1)
+		}
 		return choice{}, ongoing, err
 	}
 	c.convos.record(h, epoch, ch.memo)

@@ -43,6 +43,7 @@ func (d *DataPlane) statusLocked(st *schemas.EngineStatus, now time.Time) bool {
 	}
 	before, _ := e.availableLocked(now, d.cfg.StatusTTL)
 	e.status, e.statusAt = *st, now
+	e.live.observeStatusLocked(st)
 	after, why := e.availableLocked(now, d.cfg.StatusTTL)
 	if before != after {
 		d.log.Info("engine availability changed", "engine", e.name, "available", after, "reason", why.String(),

@@ -1,0 +1,78 @@
+package dataplane
+
+import (
+	"encoding/json"
+	"errors"
+	"strconv"
+	"testing"
+
+	"github.com/ilb-router/ilb/schemas"
+)
+
+// TestLocalAdmission: with the snapshot's queue limits and fresh engine
+// statuses, a new conversation goes to an engine that can start it within
+// the SLO, is refused (429, counted) when none can, while an ongoing one
+// is admitted up to twice the limit; a stale status admits everything.
+func TestLocalAdmission(t *testing.T) {
+	clk := newClock(t0)
+	cfg := testConfig("fe-a")
+	d := newDP(t, cfg, Deps{Now: clk.Now})
+	s := snap("fe-a", 1, map[string]float64{"eng-a": 0.5, "eng-b": 0.5})
+	s.QueueLimits = map[string]float64{"eng-a": 2, "eng-b": 2}
+	mustSet(t, d, s)
+	status := func(engine string, waiting, at int) {
+		d.ObserveStatus(schemas.EngineStatus{Engine: engine, TimeUnixNano: int64(at), Health: schemas.HealthHealthy,
+			ReadyReplicas: 1, TotalReplicas: 1, Waiting: uint32(waiting)})
+	}
+	// An ongoing conversation on eng-a, started before any queue.
+	ongoing := ""
+	for i := 0; ongoing == ""; i++ {
+		if k := "old-" + strconv.Itoa(i); pickName(t, d, "fe-a", k) == "eng-a" {
+			ongoing = k
+		}
+	}
+	status("eng-a", 3, 1) // over its limit of 2
+	status("eng-b", 0, 1)
+	for i := range 200 {
+		if got := pickName(t, d, "fe-a", "new-"+strconv.Itoa(i)); got != "eng-b" {
+			t.Fatalf("new conversation %d went to %s, over its queue limit", i, got)
+		}
+	}
+	if got := pickName(t, d, "fe-a", ongoing); got != "eng-a" {
+		t.Fatalf("ongoing conversation moved to %s (queue 3 < 2 x limit)", got)
+	}
+	status("eng-b", 2, 2) // both at or over the limit
+	c, _ := d.cluster("fe-a")
+	for i := range 50 {
+		if _, err := tryPick(d, "fe-a", "late-"+strconv.Itoa(i)); !errors.Is(err, ErrAdmission) {
+			t.Fatalf("new conversation %d: %v, want ErrAdmission", i, err)
+		}
+	}
+	if got := c.refused.Load(); got != 50 {
+		t.Errorf("refused %d, want 50", got)
+	}
+	if got := pickName(t, d, "fe-a", ongoing); got != "eng-a" {
+		t.Fatalf("ongoing conversation refused or moved (%s) at queue 3 of 2 x 2", got)
+	}
+	rec := postJSON(d.Handler(), "/v1/pick", `{"cluster":"fe-a","conversation_id":"late-x"}`)
+	var env struct {
+		Error struct{ Message, Type, Code string } `json:"error"`
+	}
+	if rec.Code != 429 || rec.Header().Get("Retry-After") == "" || json.Unmarshal(rec.Body.Bytes(), &env) != nil ||
+		env.Error.Code != codeShed || env.Error.Message == "" {
+		t.Fatalf("/v1/pick refused by admission: %d %q %s", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
+	}
+	status("eng-a", 4, 3) // 2 x the limit: even the ongoing one goes elsewhere or is refused
+	if got, err := tryPick(d, "fe-a", ongoing); err == nil && got == "eng-a" {
+		t.Fatalf("ongoing conversation admitted at queue 4 = 2 x limit")
+	}
+	// Statuses older than the TTL: the queues are unknown, so local
+	// admission admits everything again.
+	clk.Advance(cfg.StatusTTL + cfg.TickInterval)
+	d.tick()
+	for i := range 50 {
+		if _, err := tryPick(d, "fe-a", "after-"+strconv.Itoa(i)); err != nil {
+			t.Fatalf("pick with stale statuses: %v", err)
+		}
+	}
+}
