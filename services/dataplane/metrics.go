@@ -51,8 +51,8 @@ type metrics struct {
 // observables are the asynchronous instruments the callback reports.
 type observables struct {
 	picks, fallbacks, retries, denied, unreplayable, shed, refused, requests, throttled, keySource metric.Int64ObservableCounter
-	version, inflight, available, stale                                                   metric.Int64ObservableGauge
-	age                                                                                   metric.Float64ObservableGauge
+	version, inflight, available, stale                                                            metric.Int64ObservableGauge
+	age                                                                                            metric.Float64ObservableGauge
 }
 
 func newMetrics(mp metric.MeterProvider, d *DataPlane) (*metrics, error) {
