@@ -98,6 +98,7 @@ func (d *DataPlane) PickExternal(req ExternalRequest) (*ExternalPick, *RouteErro
 		return nil, d.pickRouteError(c, err, req.Subset != nil)
 	}
 	c.keySources[req.Key.Source].Add(1)
+	p.slots[ch.idx].eng.live.sent.Add(1) // the gateway sends it there
 	pk.add(ch.idx)
 	for range req.Fallbacks {
 		tr.add(ch.idx)
@@ -229,6 +230,9 @@ func (d *DataPlane) pickRouteError(c *cluster, err error, subset bool) *RouteErr
 	switch {
 	case errors.Is(err, ErrShed):
 		return d.routeError(c, http.StatusTooManyRequests, codeShed, "load shedding: the fleet is over capacity for cluster "+c.name+"; retry later")
+	case errors.Is(err, ErrAdmission):
+		return d.routeError(c, http.StatusTooManyRequests, codeShed, "local admission: every engine cluster "+c.name+
+			" may use has more requests waiting than it can start within the TTFT SLO; retry later")
 	case errors.Is(err, ErrNoSnapshot):
 		return d.routeError(c, http.StatusServiceUnavailable, codeNoSnapshot, "no snapshot yet for cluster "+c.name)
 	case errors.Is(err, ErrNoEngine) && subset:
