@@ -26,6 +26,8 @@ func TestBinary(t *testing.T) {
 	bin := buildILB(t)
 	t.Run("FaultOptimizerKillAndBrokerRestart", func(t *testing.T) { faultProcesses(t, bin) })
 	t.Run("SecurityNoSecretsInOutput", func(t *testing.T) { securityNoSecrets(t, bin) })
+	t.Run("FaultNATSLeaderKilled", func(t *testing.T) { faultNATSLeaderKilled(t, bin) })
+	t.Run("FaultNATSNodePartitioned", func(t *testing.T) { faultNATSNodePartitioned(t, bin) })
 	t.Run("Prometheus", func(t *testing.T) { prometheusScrape(t, bin) })
 }
 

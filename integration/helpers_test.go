@@ -137,11 +137,13 @@ func kafkaConfig(brokers []string, id string) kafka.ClientConfig {
 	return c
 }
 
-// natsConfig is a client config for the test server that reconnects fast.
+// natsConfig is a client config for the test server that reconnects fast
+// and leaves a server that stops answering within about 3 s.
 func natsConfig(url, name string) kv.Config {
 	c := kv.DefaultConfig()
 	c.URL, c.Name = url, name
 	c.ConnectTimeout, c.ReconnectWait = 2*time.Second, 100*time.Millisecond
+	c.PingInterval, c.MaxPingsOut = time.Second, 2
 	c.RetryOnFailedConnect = true
 	return c
 }

@@ -7,8 +7,13 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"sort"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/ilb-router/ilb/services/traffic"
 )
@@ -20,6 +25,7 @@ type soak struct {
 	duration time.Duration
 	every    time.Duration // heap and goroutine samples; ages are sampled every second
 	d        *devFleet
+	adm      *kadm.Client // reads the embedded broker's log size
 
 	mu      sync.Mutex
 	start   time.Time
@@ -29,11 +35,15 @@ type soak struct {
 	samples []soakSample
 }
 
-// soakSample is the process's live heap and goroutines at one time.
+// soakSample is the process's live heap and goroutines at one time, and
+// the bytes the embedded Kafka broker holds (it keeps its log in memory
+// and, like a broker with no retention, keeps every record: part of the
+// heap that grows by design).
 type soakSample struct {
 	at         time.Duration // since the soak started
 	heapBytes  uint64        // live heap after a GC
 	goroutines int
+	kafkaBytes int64 // -1: not known
 }
 
 // soakSampleEvery is the period of the heap and goroutine samples: a
@@ -47,6 +57,16 @@ func newSoak(d *devFleet, duration time.Duration) *soak {
 // run samples until the duration has passed (it returns nil, which stops
 // the fleet) or ctx ends.
 func (s *soak) run(ctx context.Context) error {
+	opts, err := s.d.kafkaConfig("ilb-dev-soak").Opts()
+	if err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("soak: kafka client: %w", err)
+	}
+	defer cl.Close()
+	s.adm = kadm.NewClient(cl)
 	s.mu.Lock()
 	s.start = time.Now()
 	s.mu.Unlock()
@@ -74,10 +94,19 @@ func (s *soak) run(ctx context.Context) error {
 }
 
 func (s *soak) sample() {
+	smp := soakSample{kafkaBytes: -1}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if dirs, err := s.adm.DescribeAllLogDirs(ctx, nil); err == nil {
+		smp.kafkaBytes = 0
+		for _, ds := range dirs {
+			smp.kafkaBytes += ds.Size()
+		}
+	}
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	smp := soakSample{heapBytes: ms.HeapAlloc, goroutines: runtime.NumGoroutine()}
+	smp.heapBytes, smp.goroutines = ms.HeapAlloc, runtime.NumGoroutine()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	smp.at = time.Since(s.start)
@@ -120,6 +149,8 @@ type soakReport struct {
 	SlopeFrom              time.Duration // the slopes are fitted on samples from here on
 	HeapSlope              float64       // bytes per minute
 	GoroutineSlope         float64       // goroutines per minute
+	KafkaSlope             float64       // bytes per minute the broker's log grew
+	HeapAt                 []soakSample  // samples at sixths of the duration
 }
 
 // report summarises the soak; the slopes leave out the warm-up (the first
@@ -140,15 +171,25 @@ func (s *soak) report() soakReport {
 	}
 	r.First, r.Last = s.samples[0], s.samples[len(s.samples)-1]
 	r.SlopeFrom = min(5*time.Minute, s.duration/6)
-	var ts, heap, gr []float64
+	var ts, heap, gr, kb, kts []float64
 	for _, smp := range s.samples {
 		if smp.at >= r.SlopeFrom {
 			ts = append(ts, smp.at.Minutes())
 			heap = append(heap, float64(smp.heapBytes))
 			gr = append(gr, float64(smp.goroutines))
+			if smp.kafkaBytes >= 0 {
+				kts, kb = append(kts, smp.at.Minutes()), append(kb, float64(smp.kafkaBytes))
+			}
 		}
 	}
-	r.HeapSlope, r.GoroutineSlope = slope(ts, heap), slope(ts, gr)
+	r.HeapSlope, r.GoroutineSlope, r.KafkaSlope = slope(ts, heap), slope(ts, gr), slope(kts, kb)
+	for i := 1; i <= 6; i++ {
+		at := s.duration * time.Duration(i) / 6
+		j := sort.Search(len(s.samples), func(k int) bool { return s.samples[k].at >= at-s.every/2 })
+		if j < len(s.samples) {
+			r.HeapAt = append(r.HeapAt, s.samples[j])
+		}
+	}
 	return r
 }
 
@@ -201,8 +242,15 @@ func (r soakReport) write(w io.Writer) {
 		r.AgeP50, r.AgeP99, r.AgeMax)
 	fmt.Fprintf(w, "  heap         start %.1f MiB, end %.1f MiB; slope from %v: %+.3f MiB/min\n",
 		float64(r.First.heapBytes)/mib, float64(r.Last.heapBytes)/mib, r.SlopeFrom, r.HeapSlope/mib)
+	fmt.Fprintf(w, "  kafka log    start %.1f MiB, end %.1f MiB; slope %+.3f MiB/min (the embedded broker keeps every record in memory); heap slope net of it %+.3f MiB/min\n",
+		float64(max(r.First.kafkaBytes, 0))/mib, float64(max(r.Last.kafkaBytes, 0))/mib, r.KafkaSlope/mib, (r.HeapSlope-r.KafkaSlope)/mib)
 	fmt.Fprintf(w, "  goroutines   start %d, end %d; slope from %v: %+.2f/min\n",
 		r.First.goroutines, r.Last.goroutines, r.SlopeFrom, r.GoroutineSlope)
+	var parts []string
+	for _, smp := range r.HeapAt {
+		parts = append(parts, fmt.Sprintf("%v %.1f MiB/%d", smp.at.Round(time.Second), float64(smp.heapBytes)/mib, smp.goroutines))
+	}
+	fmt.Fprintf(w, "  over time    heap/goroutines at %s\n", strings.Join(parts, ", "))
 }
 
 func pct(n, of int64) float64 {

@@ -29,6 +29,12 @@ type NATSNode struct {
 	ClusterName   string
 	ClusterListen string
 	Routes        []string
+	// RoutePing is how often a node pings its peers; two unanswered
+	// pings drop the route. 0 is nats-server's default, 2 minutes: a peer
+	// that hangs (paused, or cut off while its connections stay open)
+	// then keeps receiving its share of the requests any replica may
+	// answer (KV gets go to any replica) for minutes, and they time out.
+	RoutePing time.Duration
 	// StoreDir is where JetStream keeps its state.
 	StoreDir string
 	// SyncAlways fsyncs every JetStream write before acknowledging it.
@@ -95,6 +101,9 @@ func (n NATSNode) options() (*server.Options, error) {
 		return nil, fmt.Errorf("embedded: nats cluster listen: %w", err)
 	}
 	opts.Cluster = server.ClusterOpts{Name: n.ClusterName, Host: chost, Port: cport}
+	if n.RoutePing > 0 {
+		opts.Cluster.PingInterval, opts.Cluster.MaxPingsOut = n.RoutePing, 2
+	}
 	for _, r := range n.Routes {
 		u, err := url.Parse(r)
 		if err != nil || u.Host == "" {

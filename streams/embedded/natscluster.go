@@ -6,12 +6,19 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"time"
 )
 
 // DefaultNATSClusterListen is where the first clustered node listens for
 // routes (the next nodes take the next ports): NATS's usual cluster port.
 const DefaultNATSClusterListen = "127.0.0.1:6222"
+
+// DefaultRoutePing is how often clustered nodes ping each other: a node
+// that hangs loses its routes after about three times this, and with them
+// the requests the others would route to it (NATSNode.RoutePing).
+const DefaultRoutePing = 2 * time.Second
 
 // maxNATSCluster bounds Config.NATSCluster: JetStream replicates at most
 // 5 ways, and more in-process nodes only cost memory.
@@ -39,10 +46,17 @@ func (c Config) natsNodes(storeDir string, log *slog.Logger) ([]NATSNode, error)
 		host, port, _ := net.SplitHostPort(a)
 		routes = append(routes, (&url.URL{Scheme: "nats", Host: net.JoinHostPort(reachableHost(host), port)}).String())
 	}
+	// Once each: nats-server sizes the JetStream meta group from the
+	// number of routes, and a node's own route given twice (in
+	// NATSRoutes, as an operator lists every node, and here) would make
+	// it expect a peer that does not exist.
+	slices.Sort(routes)
+	routes = slices.Compact(routes)
 	nodes := make([]NATSNode, c.NATSCluster)
 	for i := range nodes {
 		n := base
 		n.Listen, n.ClusterListen, n.ClusterName, n.Routes = clientAddrs[i], clusterAddrs[i], c.natsClusterName(), routes
+		n.RoutePing = DefaultRoutePing
 		if c.NATSCluster > 1 {
 			n.Name = fmt.Sprintf("%s-%d", base.Name, i)
 			n.StoreDir = filepath.Join(storeDir, n.Name)

@@ -48,7 +48,8 @@ func NewNATSCluster(t testing.TB, n int) *NATSCluster {
 		name := fmt.Sprintf("node-%d", i)
 		c.nodes = append(c.nodes, embedded.NATSNode{Name: name, Listen: "127.0.0.1:0", ClusterName: "ilb-test",
 			ClusterListen: "127.0.0.1:" + strconv.Itoa(routePorts[i]), Routes: routes,
-			StoreDir: filepath.Join(dir, name), SyncAlways: true, StartTimeout: 10 * time.Second})
+			StoreDir: filepath.Join(dir, name), SyncAlways: true, StartTimeout: 10 * time.Second,
+			RoutePing: embedded.DefaultRoutePing})
 	}
 	t.Cleanup(func() {
 		for i := range c.srv {
