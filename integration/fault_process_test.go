@@ -28,6 +28,7 @@ func TestBinary(t *testing.T) {
 	t.Run("SecurityNoSecretsInOutput", func(t *testing.T) { securityNoSecrets(t, bin) })
 	t.Run("FaultNATSLeaderKilled", func(t *testing.T) { faultNATSLeaderKilled(t, bin) })
 	t.Run("FaultNATSNodePartitioned", func(t *testing.T) { faultNATSNodePartitioned(t, bin) })
+	t.Run("FaultAggregatorRebalance", func(t *testing.T) { faultAggregatorRebalance(t, bin) })
 	t.Run("Prometheus", func(t *testing.T) { prometheusScrape(t, bin) })
 }
 
