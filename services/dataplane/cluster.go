@@ -116,11 +116,14 @@ func (c *cluster) buildLocked(reg *registry, pp pickerParams) *picker {
 		e := reg.getLocked(c.table.Engine(i))
 		s := slot{eng: e, cell: c.cellLocked(e), limit: c.snap.QueueLimits[e.name]}
 		s.avail, s.why = e.availableLocked(pp.now, pp.statusTTL)
-		if s.avail && pp.needURL && e.url == "" {
+		if s.avail && pp.needURL && e.url() == "" {
 			s.avail, s.why = false, reasonUnhealthy
 		}
 		if e.latencyOut {
 			s.penalty = penaltyThreshold(pp.penalty)
+		}
+		if e.draining() {
+			s.penalty = penaltyThreshold(1) // every new conversation leaves it
 		}
 		p.slots[i] = s
 		if e.id != 0 {

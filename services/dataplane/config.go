@@ -78,6 +78,9 @@ type Config struct {
 	// long a conversation counts as ongoing after its last request.
 	ConversationSlots int
 	ConversationIdle  time.Duration
+	// DrainTimeout is how long an engine removed from the fleet file keeps
+	// serving its ongoing conversations (new ones avoid it at once).
+	DrainTimeout time.Duration
 	// RetryAfter is the Retry-After given with a shed request (429) or a
 	// locally throttled one (503).
 	RetryAfter time.Duration
@@ -160,6 +163,7 @@ func DefaultConfig() Config {
 		SpillFactor:           1.25,
 		ConversationSlots:     1 << 20,
 		ConversationIdle:      30 * time.Minute,
+		DrainTimeout:          2 * time.Minute,
 		RetryAfter:            time.Second,
 		MaxBodyBytes:          1 << 20,
 		RetryBodyBytes:        DefaultRetryBodyBytes,
@@ -253,7 +257,7 @@ func (c Config) validateDurations() error {
 		name string
 		v    time.Duration
 	}{
-		{"StaleAfter", c.StaleAfter}, {"FilePollInterval", c.FilePollInterval},
+		{"StaleAfter", c.StaleAfter}, {"FilePollInterval", c.FilePollInterval}, {"DrainTimeout", c.DrainTimeout},
 		{"ConversationIdle", c.ConversationIdle}, {"RetryAfter", c.RetryAfter},
 		{"UpstreamDialTimeout", c.UpstreamDialTimeout},
 		{"UpstreamHeaderTimeout", c.UpstreamHeaderTimeout}, {"TickInterval", c.TickInterval},

@@ -56,8 +56,9 @@ type DataPlane struct {
 	metrics  *metrics
 	handler  http.Handler
 	// endpoints are the configured engines' host:port and host, for
-	// recognising an endpoint picker's subset hints.
-	endpoints map[string]bool
+	// recognising an endpoint picker's subset hints; replaced when the
+	// fleet file changes (fleet.go).
+	endpoints atomic.Pointer[map[string]bool]
 
 	// Hot path.
 	epoch atomic.Uint32 // conversation-memory epoch, advanced by the owner tick
@@ -66,6 +67,7 @@ type DataPlane struct {
 	// Guarded by mu: every state change.
 	mu        sync.Mutex
 	reg       *registry
+	needURL   bool // engines without a URL are unavailable (some URL was configured)
 	lastSweep time.Time
 	started   time.Time
 }
@@ -79,7 +81,8 @@ func New(cfg Config, deps Deps) (*DataPlane, error) {
 	d := &DataPlane{cfg: cfg, deps: deps, kick: make(chan struct{}, 1), clusters: map[string]*cluster{}}
 	d.setDefaults()
 	d.reg = newRegistry(cfg.EngineURLs, cfg.EngineCapacity)
-	d.endpoints = endpointSet(cfg.EngineURLs)
+	d.setEndpoints(cfg.EngineURLs)
+	d.needURL = len(cfg.EngineURLs) > 0
 	for _, name := range sortedKeys(cfg.EngineURLs) {
 		d.reg.getLocked(name) // stable ids for configured engines
 	}

@@ -4,7 +4,6 @@ import (
 	"math"
 	"net"
 	"net/url"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -20,11 +19,12 @@ const maxEngineIDs = 1<<16 - 1
 type engine struct {
 	// Fixed at registration.
 	name     string
-	id       uint16                 // 1.. process-wide; 0 when ids ran out
-	url      string                 // base URL; "" when unknown
-	urls     [len(endpoints)]string // url + each proxied endpoint's path, by affinity.Kind
-	endpoint string                 // host:port of url, the endpoint picker's name for it; "" without url
-	capacity int                    // concurrent sequences; 0 when unknown
+	id       uint16 // 1.. process-wide; 0 when ids ran out
+	capacity int    // concurrent sequences; 0 when unknown
+
+	// Where it is: swapped when the fleet file changes (fleet.go), read
+	// on the request path.
+	addr atomic.Pointer[engineAddr]
 
 	// Hot path, written by the proxy.
 	consec5xx atomic.Int64 // consecutive failures; reset by a success
@@ -112,14 +112,8 @@ func (r *registry) getLocked(name string) *engine {
 	if e, ok := r.byName[name]; ok {
 		return e
 	}
-	e := &engine{name: name, url: r.urls[name], capacity: r.capacity[name]}
-	if e.url != "" {
-		base := strings.TrimSuffix(e.url, "/")
-		for _, ep := range endpoints {
-			e.urls[ep.kind] = base + ep.path
-		}
-		e.endpoint = hostPort(e.url)
-	}
+	e := &engine{name: name, capacity: r.capacity[name]}
+	e.setURL(r.urls[name])
 	if r.nextID <= maxEngineIDs {
 		e.id = uint16(r.nextID)
 		r.nextID++

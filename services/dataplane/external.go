@@ -115,7 +115,7 @@ func (pk *ExternalPick) add(idx int) {
 	s := &pk.p.slots[idx]
 	pk.idx = append(pk.idx, idx)
 	pk.Engines = append(pk.Engines, s.eng.name)
-	pk.Endpoints = append(pk.Endpoints, s.eng.endpoint)
+	pk.Endpoints = append(pk.Endpoints, s.eng.hostPort())
 }
 
 // hold counts the request as in flight on s (the pick) until it ends.
@@ -158,7 +158,7 @@ func (d *DataPlane) FinishExternal(pk *ExternalPick, served string, status int, 
 // slotOf finds the slot of the picker's engine at endpoint.
 func (pk *ExternalPick) slotOf(endpoint string) *slot {
 	for i := range pk.p.slots {
-		if pk.p.slots[i].eng.endpoint == endpoint {
+		if pk.p.slots[i].eng.hostPort() == endpoint {
 			return &pk.p.slots[i]
 		}
 	}
@@ -177,7 +177,7 @@ func (d *DataPlane) observeOutcome(s *slot, failed bool, latency time.Duration) 
 func (p *picker) subsetDeny(subset []string, known func(string) bool) ([]bool, int) {
 	deny := make([]bool, len(p.slots))
 	for i := range p.slots {
-		deny[i] = !inSubset(p.slots[i].eng.endpoint, subset)
+		deny[i] = !inSubset(p.slots[i].eng.hostPort(), subset)
 	}
 	unknown := 0
 	for _, ep := range subset {
@@ -205,7 +205,7 @@ func inSubset(endpoint string, subset []string) bool {
 
 // knownEndpoint reports whether ep (host:port or host) names an engine
 // with a URL.
-func (d *DataPlane) knownEndpoint(ep string) bool { return d.endpoints[ep] }
+func (d *DataPlane) knownEndpoint(ep string) bool { return (*d.endpoints.Load())[ep] }
 
 // endpointSet is every configured engine's host:port and host.
 func endpointSet(urls map[string]string) map[string]bool {

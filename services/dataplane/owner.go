@@ -50,6 +50,7 @@ func (d *DataPlane) tick() {
 	step := max(d.cfg.ConversationIdle/convoEpochs, time.Nanosecond)
 	d.epoch.Store(uint32(now.Sub(d.started) / step))
 	d.expireEjectionsLocked(now)
+	d.expireDrainsLocked(now)
 	d.ejectConsecutiveLocked(now)
 	if now.Sub(d.lastSweep) >= d.cfg.Outlier.Interval {
 		d.sweepLocked(now)
@@ -81,7 +82,7 @@ func (d *DataPlane) logStale(c *cluster, now time.Time) {
 // pickerParamsLocked gathers the process-wide inputs of picker builds.
 func (d *DataPlane) pickerParamsLocked(now time.Time) pickerParams {
 	return pickerParams{
-		now: now, statusTTL: d.cfg.StatusTTL, needURL: len(d.cfg.EngineURLs) > 0,
+		now: now, statusTTL: d.cfg.StatusTTL, needURL: d.needURL,
 		spill: d.cfg.SpillFactor, penalty: d.cfg.Outlier.LatencyPenaltyShare,
 	}
 }

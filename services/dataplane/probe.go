@@ -31,7 +31,7 @@ func (d *DataPlane) probeAll(ctx context.Context) {
 	d.mu.Lock()
 	var targets []*engine
 	for _, name := range sortedKeys(d.reg.byName) {
-		if e := d.reg.byName[name]; e.url != "" {
+		if e := d.reg.byName[name]; e.url() != "" {
 			targets = append(targets, e)
 		}
 	}
@@ -41,7 +41,7 @@ func (d *DataPlane) probeAll(ctx context.Context) {
 	g.SetLimit(probeConcurrency)
 	for i, e := range targets {
 		g.Go(func() error {
-			ok[i] = d.probe(ctx, e.url)
+			ok[i] = d.probe(ctx, e.url())
 			return nil
 		})
 	}

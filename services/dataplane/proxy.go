@@ -230,11 +230,11 @@ func (d *DataPlane) nextAttempt(c *cluster, p *picker, in *proxyRequest, ch choi
 
 // send makes one attempt and records its outcome for outlier detection.
 func (d *DataPlane) send(in *proxyRequest, r *http.Request, s *slot) (*http.Response, error) {
-	if s.eng.url == "" {
+	if s.eng.url() == "" {
 		return nil, errors.New("no URL configured for it (give one with --engine or the fleet file)")
 	}
 	s.eng.live.sent.Add(1)
-	req, err := http.NewRequestWithContext(in.ctx, http.MethodPost, s.eng.urls[in.ep.kind], in.reader())
+	req, err := http.NewRequestWithContext(in.ctx, http.MethodPost, s.eng.endpointURL(in.ep.kind), in.reader())
 	if err != nil {
 		return nil, fmt.Errorf("engine %q: %w", s.eng.name, err)
 	}
