@@ -20,8 +20,8 @@ import (
 
 // TestBinary builds the ilb binary once (skipped under -short) and runs
 // the tests that need it as separate processes: the fault run below, the
-// secrets check of security_logs_test.go and the real Prometheus of
-// prometheus_test.go.
+// secrets check of security_logs_test.go, the real Prometheus of
+// prometheus_test.go and the live fleet changes of livefleet_test.go.
 func TestBinary(t *testing.T) {
 	bin := buildILB(t)
 	t.Run("FaultOptimizerKillAndBrokerRestart", func(t *testing.T) { faultProcesses(t, bin) })
@@ -30,6 +30,7 @@ func TestBinary(t *testing.T) {
 	t.Run("FaultNATSNodePartitioned", func(t *testing.T) { faultNATSNodePartitioned(t, bin) })
 	t.Run("FaultAggregatorRebalance", func(t *testing.T) { faultAggregatorRebalance(t, bin) })
 	t.Run("Prometheus", func(t *testing.T) { prometheusScrape(t, bin) })
+	t.Run("LiveFleet", func(t *testing.T) { liveFleet(t, bin) })
 }
 
 // faultProcesses is the acceptance run, done as a new user would do it by hand (deploy/README.md,

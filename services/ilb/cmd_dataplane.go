@@ -85,7 +85,8 @@ func parseDataplane(e *env, args []string) (dataplane.Config, *dataplaneFlags, e
 	f := &dataplaneFlags{kafka: addKafkaFlags(fs), nats: addNATSFlags(fs)}
 	fs.Var(&f.clusters, "cluster", "front-end cluster to serve (repeatable, or comma-separated)")
 	fs.StringVar(&f.snapshot, "snapshot", "", "JSON snapshot file for static weights, reloaded on change")
-	fs.StringVar(&f.fleet, "fleet", "", "fleet file (YAML): engine URLs and capacities")
+	fs.StringVar(&f.fleet, "fleet", "", "fleet file (YAML): engine URLs and capacities; watched, and reloaded on SIGHUP")
+	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", cfg.DrainTimeout, "how long an engine removed from the fleet file keeps its ongoing conversations")
 	fs.Var(&f.engines, "engine", "engine base URL as NAME=URL (repeatable); overrides the fleet file")
 	fs.StringVar(&f.httpAddr, "http", "127.0.0.1:8080", "HTTP listen address")
 	fs.StringVar(&f.extProc, "ext-proc", "", "also serve the endpoint picker protocol (Envoy ext_proc, gRPC) on this address, e.g. :9002")
@@ -151,26 +152,56 @@ func (f *dataplaneFlags) engineURLs(cfg *dataplane.Config) error {
 		if err != nil {
 			return badInput("--fleet: %v", err)
 		}
-		for _, name := range f.clusters {
-			if _, ok := fl.Cluster(name); !ok {
-				return badInput("--cluster %q is not a cluster of the fleet file %s", name, f.fleet)
-			}
-		}
-		for _, en := range fl.Engines {
-			if en.URL != "" {
-				cfg.EngineURLs[en.Name] = en.URL
-			}
-			cfg.EngineCapacity[en.Name] = en.MaxBatch * max(1, en.Replicas)
+		if err := f.fleetEngines(fl, cfg.EngineURLs, cfg.EngineCapacity); err != nil {
+			return badInput("%v", err)
 		}
 	}
+	return f.engineFlags(cfg.EngineURLs)
+}
+
+// fleetEngines adds the fleet's engine URLs and capacities; the fleet
+// must still have every --cluster.
+func (f *dataplaneFlags) fleetEngines(fl *schemas.Fleet, urls map[string]string, capacity map[string]int) error {
+	for _, name := range f.clusters {
+		if _, ok := fl.Cluster(name); !ok {
+			return fmt.Errorf("--cluster %q is not a cluster of the fleet file %s", name, f.fleet)
+		}
+	}
+	for _, en := range fl.Engines {
+		if en.URL != "" {
+			urls[en.Name] = en.URL
+		}
+		capacity[en.Name] = en.MaxBatch * max(1, en.Replicas)
+	}
+	return nil
+}
+
+// engineFlags adds the --engine NAME=URL overrides.
+func (f *dataplaneFlags) engineFlags(urls map[string]string) error {
 	for _, spec := range f.engines {
 		name, url, ok := strings.Cut(spec, "=")
 		if !ok || name == "" || url == "" {
 			return badInput("--engine %q: want NAME=URL, e.g. --engine eng-a=http://10.0.0.5:8000", spec)
 		}
-		cfg.EngineURLs[name] = url
+		urls[name] = url
 	}
 	return nil
+}
+
+// applyFleet is the fleet watch's applier: the new fleet's engine URLs
+// (with the --engine overrides) go to the data plane.
+func (f *dataplaneFlags) applyFleet(d *dataplane.DataPlane) func(*schemas.Fleet) error {
+	return func(fl *schemas.Fleet) error {
+		urls, capacity := map[string]string{}, map[string]int{}
+		if err := f.fleetEngines(fl, urls, capacity); err != nil {
+			return err
+		}
+		if err := f.engineFlags(urls); err != nil {
+			return err
+		}
+		d.UpdateEngines(urls, capacity)
+		return nil
+	}
 }
 
 func runDataplane(ctx context.Context, e *env, cfg dataplane.Config, f *dataplaneFlags) error {
@@ -227,6 +258,11 @@ func runDataplane(ctx context.Context, e *env, cfg dataplane.Config, f *dataplan
 	if f.extProc != "" {
 		if err := addExtProc(&g, e, d, cfg, f.extProc, sv); err != nil {
 			return err
+		}
+	}
+	if f.fleet != "" {
+		if err := watchFleet(ctx, &g, f.fleet, log, tel.Meter, f.applyFleet(d)); err != nil {
+			return badInput("--fleet: %v", err)
 		}
 	}
 	return g.Run(ctx)

@@ -80,7 +80,7 @@ func cmdOptimizer(ctx context.Context, e *env, args []string) error {
 	if _, err := sf.logger(e); err != nil {
 		return err
 	}
-	return runOptimizer(ctx, e, cfg, optimizerDeps{kafka: kc, nats: nc, httpAddr: *httpAddr, svc: sf})
+	return runOptimizer(ctx, e, cfg, optimizerDeps{kafka: kc, nats: nc, httpAddr: *httpAddr, svc: sf, fleetPath: *fleet})
 }
 
 // optimizerDeps are the connections cmdOptimizer resolved from flags.
@@ -89,6 +89,8 @@ type optimizerDeps struct {
 	nats     kv.Config
 	httpAddr string
 	svc      *serviceFlags
+	// fleetPath is watched: changes go to the optimizer (SetFleet).
+	fleetPath string
 }
 
 func runOptimizer(ctx context.Context, e *env, cfg optimizer.Config, d optimizerDeps) error {
@@ -112,6 +114,12 @@ func runOptimizer(ctx context.Context, e *env, cfg optimizer.Config, d optimizer
 	}
 	var g svcrun.Group
 	g.Add("optimizer", o.Run)
+	if d.fleetPath != "" {
+		apply := func(f *schemas.Fleet) error { return o.SetFleet(ctx, f) }
+		if err := watchFleet(ctx, &g, d.fleetPath, log, tel.Meter, apply); err != nil {
+			return badInput("--fleet: %v", err)
+		}
+	}
 	where := ""
 	if d.httpAddr != "" {
 		srv, err := svcrun.Listen(svcrun.DefaultHTTPConfig(d.httpAddr), o.Handler())

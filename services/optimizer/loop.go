@@ -123,6 +123,10 @@ func (o *Optimizer) stepEvent(ctx context.Context) time.Time {
 // it for its window (event clock); new data marks the schedule dirty and
 // remembers the record's trace for the solve's span.
 func (o *Optimizer) apply(in input) {
+	if in.fleet != nil {
+		o.setFleet(in.fleet)
+		return
+	}
 	changed := false
 	if o.cfg.Clock == ClockEvent {
 		o.ticks.announced = max(o.ticks.announced, in.profAsOf)

@@ -72,6 +72,7 @@ type input struct {
 	src      int32 // features: signals partition of the rows (schemas.HeaderWindow); -1 unknown
 	profAsOf int64 // features: latest profiles record the aggregator had queued (schemas.HeaderProfilesAsOf)
 	span     trace.SpanContext
+	fleet    *schemas.Fleet // a new fleet file (SetFleet); nothing else set
 }
 
 // published is the last state of the bucket this instance knows: what the
