@@ -13,7 +13,15 @@ import (
 
 // setLimits installs the engines' queue limits (by engine index; nil
 // turns local admission off).
-func (p *tablePicker) setLimits(limits []float64) { p.limits = limits }
+func (p *tablePicker) setLimits(limits []float64) {
+	p.limits = limits
+	if p.pend == nil && limits != nil {
+		s := p.s
+		p.pend, p.pendTok = make([]int32, s.w.len()), make([]int64, len(s.fi.clusters)*len(s.fi.engines))
+		s.enableFirstTokens(p.prefillDone)
+		s.onDone = p.prefillDone
+	}
+}
 
 // waiting is engine e's queue as cluster c's data plane estimates it.
 func (p *tablePicker) waiting(c, e int) float64 {
@@ -59,5 +67,31 @@ func (p *tablePicker) load(i int) float64 {
 	if !(p.limits[e] > 0) {
 		return math.Inf(1)
 	}
-	return (p.waiting(p.c, e) + float64(p.s.runSeen[e])) / p.limits[e]
+	q := p.waiting(p.c, e) + float64(p.s.runSeen[e])
+	if p.meanPrompt > 0 {
+		q += float64(p.pendTok[p.c*len(p.s.fi.engines)+e]) / p.meanPrompt
+	}
+	return q / p.limits[e]
+}
+
+// prefillSent counts request i's prompt as prefill this cluster's data
+// plane has sent engine e and not yet seen a first token of (it sees the
+// answer's stream start), in units of its mean prompt.
+func (p *tablePicker) prefillSent(i, c, e int) {
+	tok := p.s.w.prompt[i]
+	p.pend[i] = tok
+	p.pendTok[c*len(p.s.fi.engines)+e] += int64(tok)
+	p.meanPrompt += (float64(tok) - p.meanPrompt) * meanPromptAlpha
+}
+
+// meanPromptAlpha is the weight of each request in the mean prompt.
+const meanPromptAlpha = 0.01
+
+// prefillDone takes request i's prompt off engine e's pending prefill: at
+// its first token, or when it ends without one.
+func (p *tablePicker) prefillDone(s *sim, i, e int) {
+	if tok := p.pend[i]; tok > 0 {
+		p.pendTok[int(s.w.cluster[i])*len(s.fi.engines)+e] -= int64(tok)
+		p.pend[i] = 0
+	}
 }

@@ -17,9 +17,10 @@ type Backtest struct {
 	summary TraceSummary
 }
 
-// New validates cfg, maps the trace onto the fleet (AssignConversations
-// and AssignClusters fill the requests' missing keys and clusters, in
-// place) and shapes it (Speed, Duration, Swings).
+// New validates cfg, maps the trace onto the fleet (spreads coarse
+// timestamps per cfg.Spread; AssignConversations and AssignClusters fill
+// the requests' missing keys and clusters; all in place) and shapes it
+// (Speed, Duration, Swings).
 func New(cfg Config, tr *Trace) (*Backtest, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -36,6 +37,10 @@ func New(cfg Config, tr *Trace) (*Backtest, error) {
 			return nil, fmt.Errorf("%w: --fail: engine %q is not in the fleet", ErrConfig, f.Engine)
 		}
 	}
+	spread := cfg.Spread == SpreadOn || (cfg.Spread == SpreadAuto && coarse(tr))
+	if spread {
+		spreadArrivals(tr) // in place, like the mappings below; spreading twice changes nothing
+	}
 	tr.AssignConversations()
 	if err := tr.AssignClusters(cfg.Fleet); err != nil {
 		return nil, err
@@ -51,7 +56,7 @@ func New(cfg Config, tr *Trace) (*Backtest, error) {
 	b.summary = TraceSummary{
 		Format: string(tr.Format), Requests: w.len(), Conversations: len(w.convKey),
 		DurationS:   float64(w.arrival[w.len()-1]) / 1e9,
-		SwingCopies: w.copies, SwingDropped: w.dropped,
+		SwingCopies: w.copies, SwingDropped: w.dropped, Spread: spread,
 	}
 	return b, nil
 }

@@ -19,6 +19,9 @@ type Config struct {
 	Seed     uint64
 	// Speed divides every gap between arrivals (2 replays twice as fast).
 	Speed float64
+	// Spread spreads requests that share a timestamp over the step to the
+	// next one (SpreadAuto: when the trace's timestamps are coarse).
+	Spread Spread
 	// Duration keeps the requests arriving before it (simulated time,
 	// after Speed); 0 keeps all.
 	Duration time.Duration
@@ -66,6 +69,7 @@ func DefaultConfig() Config {
 		Policies:         append([]string(nil), Policies...),
 		Seed:             1,
 		Speed:            1,
+		Spread:           SpreadAuto,
 		StatusInterval:   time.Second,
 		ControlInterval:  5 * time.Second,
 		Window:           10 * time.Second,
@@ -92,6 +96,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: speed %v must be in (0, 1e6]", ErrConfig, c.Speed)
 	case c.Duration < 0 || c.Duration > maxDuration:
 		return fmt.Errorf("%w: duration %v must be in [0, %v]", ErrConfig, c.Duration, maxDuration)
+	case c.Spread != SpreadAuto && c.Spread != SpreadOn && c.Spread != SpreadOff:
+		return fmt.Errorf("%w: spread %q must be auto, on or off", ErrConfig, c.Spread)
 	case c.Parallel < 1:
 		return fmt.Errorf("%w: parallel %d must be at least 1", ErrConfig, c.Parallel)
 	case c.AffinityKey != "" && c.AffinityKey != AffinityConversation && c.AffinityKey != AffinityPrompt:

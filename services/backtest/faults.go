@@ -58,6 +58,9 @@ func (s *sim) applyFault(f fault) {
 			if s.hooks != nil {
 				s.hooks.completed(s, i, e, true)
 			}
+			if s.onDone != nil {
+				s.onDone(s, i, e)
+			}
 		}
 	}
 	s.busyCarry[e] += eng.Stats().BusyNs()

@@ -21,7 +21,8 @@ type routerHooks interface {
 
 // enableFirstTokens makes every engine record first tokens, delivered to
 // the policy's hooks as engines advance.
-func (s *sim) enableFirstTokens() {
+func (s *sim) enableFirstTokens(on func(s *sim, i, e int)) {
+	s.onFirst = on
 	s.firsts = make([]engine.FirstToken, 0, 64)
 	for _, eng := range s.engines {
 		eng.EnableFirstTokens(true)
@@ -35,7 +36,7 @@ func (s *sim) firstTokens(e int) {
 	s.firsts = s.engines[e].TakeFirstTokens(s.firsts[:0])
 	for _, f := range s.firsts {
 		if i := int(f.Tag); s.state[i] == stInFlight {
-			s.hooks.firstToken(s, i, e)
+			s.onFirst(s, i, e)
 		}
 	}
 }

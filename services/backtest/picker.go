@@ -63,6 +63,11 @@ type tablePicker struct {
 	limits  []float64
 	sentBy  []int32
 	sentGen []uint64
+	// Prefill sent and not yet started answering (prefillSent): prompt
+	// tokens by request, and by cluster*engines+engine; the mean prompt.
+	pend       []int32
+	pendTok    []int64
+	meanPrompt float64
 }
 
 func newTablePicker(s *sim, spill float64) *tablePicker {
@@ -193,6 +198,9 @@ func (p *tablePicker) pick(s *sim, i int) int {
 			(p.limits == nil || p.admits(int(p.toIdx[c][sv]), true)) {
 			p.remember(conv, primary, sv)
 			p.sent(c, sv)
+			if p.pend != nil {
+				p.prefillSent(i, c, sv)
+			}
 			return sv
 		}
 	}
@@ -213,6 +221,9 @@ func (p *tablePicker) pick(s *sim, i int) int {
 	}
 	e := int(p.toEngine[c][idx])
 	p.sent(c, e)
+	if p.pend != nil {
+		p.prefillSent(i, c, e)
+	}
 	if routing.Spilled(idx, primaryIdx, s.healthy[primary]) {
 		p.remember(conv, primary, e) // a spill is remembered
 	} else {

@@ -70,7 +70,7 @@ func newPeerPolicy(s *sim, name string) (*peerPolicy, error) {
 		p.views[c].backlog = p.backlog
 	}
 	if p.firstObs[0] != nil || p.backlog != nil {
-		s.enableFirstTokens()
+		s.enableFirstTokens(p.firstToken)
 	}
 	s.hooks = p
 	return p, nil

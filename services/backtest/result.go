@@ -21,6 +21,9 @@ type TraceSummary struct {
 	DurationS     float64 `json:"duration_s"` // from the first to the last arrival
 	SwingCopies   int     `json:"swing_copies"`
 	SwingDropped  int     `json:"swing_dropped"`
+	// Spread is whether requests sharing a timestamp were spread out
+	// (Config.Spread).
+	Spread bool `json:"spread"`
 }
 
 // PolicyResult is one policy's outcome. Latencies are of served requests

@@ -56,6 +56,8 @@ type sim struct {
 	observer completionObserver
 	hooks    routerHooks         // the policy's, nil when it has none
 	firsts   []engine.FirstToken // scratch for first-token records, nil unless enabled
+	onFirst  func(s *sim, i, e int)
+	onDone   func(s *sim, i, e int) // every request that ends, nil: none
 	ev       schemas.Event
 	rec      *recorder
 	progress *progress
@@ -278,6 +280,9 @@ func (s *sim) complete(e int, d *engine.Done) {
 	}
 	if s.hooks != nil {
 		s.hooks.completed(s, i, e, d.Error != "")
+	}
+	if s.onDone != nil {
+		s.onDone(s, i, e)
 	}
 }
 

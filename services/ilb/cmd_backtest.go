@@ -23,7 +23,7 @@ func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 type backtestFlags struct {
 	fleet, trace, policy, format, jsonOut, report string
-	requests, affinity                            string
+	requests, affinity, spread                    string
 	speed                                         float64
 	seed                                          uint64
 	duration                                      time.Duration
@@ -51,6 +51,8 @@ func cmdBacktest(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&f.report, "report", "", "write an HTML report (index.html with charts) into this directory")
 	fs.StringVar(&f.requests, "requests", "", "write one row per request and policy to this file: CSV, gzip CSV if it ends in .gz,\n"+
 		"Parquet if it ends in .parquet (columns: "+strings.Join(backtest.RequestsHeader, ",")+")")
+	fs.StringVar(&f.spread, "spread", "auto", "spread requests that share a timestamp evenly up to the next one: auto (when at least\n"+
+		"half of the requests share theirs, as in Mooncake's 3 s stamps), on or off")
 	fs.DurationVar(&f.duration, "duration", 0, "replay only the requests arriving before this simulated time (0: all)")
 	fs.Var(&f.swings, "swing", "demand swing cluster=NAME,factor=X,from=DUR,to=DUR (repeatable)")
 	fs.Var(&f.fails, "fail", "engine failure engine=NAME,at=DUR[,for=DUR] (repeatable)")
@@ -108,6 +110,11 @@ func (f *backtestFlags) load(e *env) (backtest.Config, *backtest.Trace, error) {
 	if err != nil {
 		return cfg, nil, badInput("--policy: %v", err)
 	}
+	spread, err := backtest.ParseSpread(f.spread)
+	if err != nil {
+		return cfg, nil, badInput("%v", err)
+	}
+	cfg.Spread = spread
 	format, err := backtest.ParseFormat(f.format)
 	if err != nil {
 		return cfg, nil, badInput("--format: %v", err)
