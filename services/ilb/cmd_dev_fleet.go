@@ -43,6 +43,8 @@ type devFleet struct {
 	console *console.Console
 	gen     *traffic.Generator
 	srv     *svcrun.Server
+	members *devMembers     // live fleet membership (cmd_dev_members.go)
+	ctx     context.Context // runDev's, for the members' optimizer calls
 }
 
 // runDev brings the fleet up, tells the user where it is, and runs it
@@ -55,7 +57,7 @@ func runDev(ctx context.Context, e *env, p devPlan) error {
 		return err
 	}
 	defer shutdownTelemetry(tel)
-	d := &devFleet{plan: p, tel: tel, health: svcrun.NewHealth(), log: log}
+	d := &devFleet{plan: p, tel: tel, health: svcrun.NewHealth(), log: log, ctx: ctx}
 	if err := d.startBrokers(ctx); err != nil {
 		return err
 	}
@@ -82,6 +84,11 @@ func runDev(ctx context.Context, e *env, p devPlan) error {
 	}
 	g := svcrun.Group{ShutdownTimeout: p.shutdownWait}
 	d.addTo(&g, e)
+	if p.fleetPath != "" {
+		if err := watchFleet(ctx, &g, p.fleetPath, log, tel.Meter, d.members.apply); err != nil {
+			return badInput("--fleet: %v", err)
+		}
+	}
 	var sk *soak
 	if p.duration > 0 {
 		sk = newSoak(d, p.duration)
@@ -242,6 +249,8 @@ func (d *devFleet) buildServer() error {
 	mux.Handle("/v1/optimizer", d.opt.Handler())
 	mux.Handle("/engines", d.sim.Handler())
 	mux.Handle("/engines/", d.sim.Handler())
+	d.members = newDevMembers(d)
+	d.members.mount(mux)
 	srv, err := svcrun.Listen(svcrun.DefaultHTTPConfig(d.plan.httpAddr), mux)
 	if err != nil {
 		return listenError(err, "--http", d.plan.httpAddr)
