@@ -24,6 +24,7 @@ type live struct {
 	waiting, running atomic.Int64
 	sent             atomic.Int64
 	fresh            atomic.Bool
+	pending          atomic.Int64 // prompt tokens this process sent and has no answer to yet (prefill)
 }
 
 // observeStatusLocked takes a new status: the queue is known anew.
@@ -55,13 +56,47 @@ func (s *slot) admits(ongoing bool) bool {
 	return !ok || routing.Admit(q, s.limit, ongoing)
 }
 
-// load is slot s's load for the power of two choices: its queue and batch
-// over its queue limit (proportional to capacity); +Inf when unknown, so
-// that an engine with a known load is preferred.
-func (s *slot) load() float64 {
+// load is slot s's load for the choice among candidates (routing.
+// SecondChoice): its queue and batch, plus the prefill this process has
+// pending there in requests of meanPrompt tokens, over its queue limit
+// (proportional to capacity); +Inf when unknown, so that an engine with a
+// known load is preferred. The backtester's tablePicker.load is the same.
+func (s *slot) load(meanPrompt float64) float64 {
 	q, ok := s.eng.live.queue()
 	if !ok || !(s.limit > 0) {
 		return math.Inf(1)
 	}
-	return (q + float64(s.eng.live.running.Load())) / s.limit
+	q += float64(s.eng.live.running.Load())
+	if meanPrompt > 0 {
+		q += float64(s.eng.live.pending.Load()) / meanPrompt
+	}
+	return q / s.limit
+}
+
+// prefill is one attempt's prompt, counted at its engine (live.pending)
+// from when it is sent until the engine's answer starts (a streamed
+// answer's first token) or the attempt ends: the prefill this data plane
+// knows is queued there, exactly and at once, where statuses come a
+// second late. Its size is estimated as a quarter of the body's bytes
+// (about four bytes a token), no tokenizer on the request path.
+type prefill struct {
+	eng    *engine
+	tokens int64
+}
+
+// bytesPerToken is the body bytes taken for one prompt token.
+const bytesPerToken = 4
+
+func (p *prefill) start(c *cluster, e *engine, bodyBytes int64) {
+	p.eng, p.tokens = e, max(bodyBytes, 0)/bytesPerToken
+	e.live.pending.Add(p.tokens)
+	c.observePrompt(p.tokens)
+}
+
+// done takes the prompt off its engine; later calls do nothing.
+func (p *prefill) done() {
+	if p.eng != nil {
+		p.eng.live.pending.Add(-p.tokens)
+		p.eng = nil
+	}
 }

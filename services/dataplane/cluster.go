@@ -26,7 +26,8 @@ type cluster struct {
 
 	// Hot-path counters, read by the metric callbacks.
 	shed         atomic.Int64
-	refused      atomic.Int64 // by local admission
+	refused      atomic.Int64  // by local admission
+	promptMean   atomic.Uint64 // float64 bits: moving mean of estimated prompt tokens
 	throttled    atomic.Int64
 	unreplayable atomic.Int64                        // failed attempts not retried: body streamed
 	fallbacks    [len(fallbackNames)]atomic.Int64    // by fallback reason
@@ -64,6 +65,21 @@ func (c *cluster) cellLocked(e *engine) *cell {
 	c.cells[e.name] = x
 	return x
 }
+
+// promptAlpha is the weight of each request in the moving mean prompt.
+const promptAlpha = 0.01
+
+// observePrompt folds a request's estimated prompt tokens into the mean.
+// Concurrent updates may drop one another's: it is an estimate.
+func (c *cluster) observePrompt(tokens int64) {
+	m := math.Float64frombits(c.promptMean.Load())
+	if m == 0 {
+		m = float64(tokens)
+	}
+	c.promptMean.Store(math.Float64bits(m + (float64(tokens)-m)*promptAlpha))
+}
+
+func (c *cluster) meanPrompt() float64 { return math.Float64frombits(c.promptMean.Load()) }
 
 // countCode counts one answered request by status code.
 func (c *cluster) countCode(code int) {

@@ -137,7 +137,8 @@ func (p *picker) pick(h uint64, ongoing bool, m memo, tr *tried) (choice, error)
 	}
 	closed := func(i int) bool { return !p.slots[i].avail || tr.has(i) || !p.slots[i].admits(ongoing) }
 	if !ongoing && !p.stale {
-		idx = routing.SecondChoice(p.table, h, idx, closed, func(i int) float64 { return p.slots[i].load() })
+		mean := p.c.meanPrompt()
+		idx = routing.SecondChoice(p.table, h, idx, closed, func(i int) float64 { return p.slots[i].load(mean) })
 	}
 	if !p.slots[idx].admits(ongoing) {
 		// Local admission: the first engine in the key's probe order that

@@ -31,6 +31,7 @@ type proxyRequest struct {
 	size    int64       // Content-Length of the incoming request
 	ctx     context.Context
 	span    trace.Span
+	pending prefill // the attempt's prompt, pending at its engine until it answers
 }
 
 // replayable reports whether the body can be sent again for a retry.
@@ -194,6 +195,7 @@ func (d *DataPlane) forward(w http.ResponseWriter, r *http.Request, c *cluster, 
 		s := &p.slots[ch.idx]
 		c.inflight.Add(1)
 		s.cell.inflight.Add(1)
+		in.pending.start(c, s.eng, in.size)
 		resp, err := d.send(in, r, s)
 		next, retry := d.nextAttempt(c, p, in, ch, &tr, resp, err, attempt, ongoing)
 		if !retry {
@@ -203,6 +205,7 @@ func (d *DataPlane) forward(w http.ResponseWriter, r *http.Request, c *cluster, 
 			in.span.AddEvent("retry", trace.WithAttributes(attribute.String("ilb.failed_engine", s.eng.name),
 				attribute.String("ilb.next_engine", p.slots[next.idx].eng.name)))
 		}
+		in.pending.done()
 		s.cell.inflight.Add(-1)
 		c.inflight.Add(-1)
 		if !retry {
@@ -312,7 +315,7 @@ func (d *DataPlane) respond(w http.ResponseWriter, c *cluster, p *picker, s *slo
 	in.span.SetAttributes(attribute.Int("http.response.status_code", resp.StatusCode))
 	w.WriteHeader(resp.StatusCode)
 	stream := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") || resp.ContentLength < 0
-	if err := copyBody(w, resp.Body, stream); err != nil && in.ctx.Err() == nil {
+	if err := copyBody(w, resp.Body, stream, in.pending.done); err != nil && in.ctx.Err() == nil {
 		in.span.SetStatus(codes.Error, "copying the response: "+err.Error())
 		d.log.Debug("response copy ended early", "engine", s.eng.name, "err", err)
 	}
@@ -321,14 +324,16 @@ func (d *DataPlane) respond(w http.ResponseWriter, c *cluster, p *picker, s *slo
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 // copyBody copies body to w, flushing after every read when stream is
-// set, so server-sent events reach the client chunk by chunk.
-func copyBody(w http.ResponseWriter, body io.Reader, stream bool) error {
+// set, so server-sent events reach the client chunk by chunk. first is
+// called when the first bytes arrive (a streamed answer's first token).
+func copyBody(w http.ResponseWriter, body io.Reader, stream bool, first func()) error {
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	rc := http.NewResponseController(w)
 	for {
 		n, err := body.Read(*bp)
 		if n > 0 {
+			first()
 			if _, werr := w.Write((*bp)[:n]); werr != nil {
 				return werr
 			}
