@@ -15,13 +15,9 @@ const EncodingRLE = "rle-uvarint-v1"
 // count, the engine names (index order, ascending), the encoding name and
 // the encoded slots. Decode of these values gives back an equal table.
 func (t *Table) Encode() (slots int, engines []string, encoding string, data []byte) {
-	for s := 0; s < len(t.slots); {
-		e, start := t.slots[s], s
-		for s < len(t.slots) && t.slots[s] == e {
-			s++
-		}
-		data = binary.AppendUvarint(data, uint64(e))
-		data = binary.AppendUvarint(data, uint64(s-start))
+	for _, sp := range t.spans {
+		data = binary.AppendUvarint(data, uint64(sp.e))
+		data = binary.AppendUvarint(data, uint64(sp.n))
 	}
 	return len(t.slots), slices.Clone(t.names), EncodingRLE, data
 }

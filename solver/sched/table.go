@@ -27,7 +27,12 @@ type Table struct {
 	names  []string // engine names, strictly ascending
 	counts []int    // slots owned by each engine
 	seeds  []uint64 // HashKey of each name, for the fallback ranking
+	spans  []span   // the slots as maximal runs, ascending: what Update and Encode work on
 }
+
+// span is a maximal run of slots with one owner: slots start..start+n−1
+// belong to engine e.
+type span struct{ start, n, e int32 }
 
 // Build returns the table for the given engines and weights, laid out from
 // scratch: engines are sorted by name, slot counts are the largest
@@ -82,8 +87,13 @@ func newTable(names []string, owner []uint16) *Table {
 		counts: make([]int, len(names)),
 		seeds:  make([]uint64, len(names)),
 	}
-	for _, e := range owner {
-		t.counts[e]++
+	for s := 0; s < len(owner); {
+		e, start := owner[s], s
+		for s < len(owner) && owner[s] == e {
+			s++
+		}
+		t.counts[e] += s - start
+		t.spans = append(t.spans, span{start: int32(start), n: int32(s - start), e: int32(e)})
 	}
 	for i, n := range names {
 		t.seeds[i] = HashKey(n)

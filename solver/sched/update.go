@@ -1,7 +1,6 @@
 package sched
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 )
@@ -21,9 +20,13 @@ import (
 // run at an end next to an engine that needs slots; an engine that needs
 // slots first extends its own runs into neighbouring free slots, then
 // fills from the remaining free intervals, best fit first, so few
-// intervals are split. All of it is deterministic,
-// so the optimizer and a data plane updating the same table with the same
-// weights get bit-identical results. The slot count stays that of t.
+// intervals are split. All of it is deterministic, so the optimizer and a
+// data plane updating the same table with the same weights get
+// bit-identical results. The slot count stays that of t.
+//
+// The work is on runs, not slots: apart from copying the slot array, an
+// update costs time in the number of runs and of moved ranges, so a small
+// weight change is cheap on a table of any size (README.md).
 func (t *Table) Update(engines []string, weights []float64) (*Table, error) {
 	if len(t.slots) == 0 {
 		return nil, fmt.Errorf("sched: update: the previous table is empty")
@@ -36,46 +39,98 @@ func (t *Table) Update(engines []string, weights []float64) (*Table, error) {
 	if slices.Equal(names, t.names) && slices.Equal(quota, t.counts) {
 		return t, nil // nothing would move: t is immutable, so it is the answer
 	}
-	owner := t.remap(names)
-	reassign(owner, quota)
-	slots, err := finish(owner)
+	u := newUpdater(t, names, quota)
+	u.release()
+	u.findGaps()
+	u.grow()
+	u.fill()
+	next, err := u.table()
 	if err != nil {
 		return nil, fmt.Errorf("sched: update: %w", err)
 	}
-	return newTable(names, slots), nil
+	return next, nil
 }
 
-// reassign frees and hands out slots so every engine ends with its quota,
-// moving only surplus slots (and those of engines no longer listed).
-func reassign(owner []int32, quota []int) {
-	counts := make([]int, len(quota))
-	for _, o := range owner {
-		if o >= 0 {
-			counts[o]++
-		}
-	}
-	runs := runsByEngine(owner, len(quota))
-	need := make([]int, len(quota))
-	for e := range quota {
-		need[e] = max(0, quota[e]-counts[e])
-	}
-	for e := range quota {
-		if surplus := counts[e] - quota[e]; surplus > 0 {
-			release(owner, runs[e], surplus, need)
-		}
-	}
-	take(owner, runs, need)
+// updater is one Update in progress. The old table's runs become
+// segments; releasing slots shrinks a segment's owned part [lo, hi) from
+// an end (or to nothing), and the free intervals left between owned parts
+// are the gaps, which growing engines claim from their ends and filling
+// engines from their starts. Claims are recorded as spans, so the new
+// table is the old slot array with the claimed ranges rewritten.
+type updater struct {
+	t      *Table
+	names  []string
+	quota  []int
+	idx    []int32 // old engine index -> new, -1 when no longer listed
+	same   bool    // the engines are the old ones: indices unchanged
+	segs   []segment
+	runs   []int32 // segment indices by new engine: runs[runStart[e]:runStart[e+1]]
+	runAt  []int32
+	need   []int
+	gaps   []gap
+	claims []span
 }
 
-// run is a maximal range of consecutive slots with one owner.
-type run struct{ start, n int }
+// segment is one run of the old table: slots [start, end), owned by new
+// engine e (-1: no longer listed) over [lo, hi) after releases.
+type segment struct {
+	start, end, lo, hi, e int32
+	gapBefore, gapAfter   int32 // the gap ending at lo / starting at hi, -1 if none
+}
 
-// remap translates t's slot owners to indices into names; slots of engines
-// not in names come out free (-1).
-func (t *Table) remap(names []string) []int32 {
-	idx := make([]int32, len(t.names))
+// gap is a maximal free interval [a, b) after releases; claims move its
+// ends inwards.
+type gap struct{ a, b int32 }
+
+func newUpdater(t *Table, names []string, quota []int) *updater {
+	u := &updater{t: t, names: names, quota: quota, idx: remapIndex(t.names, names)}
+	u.same = len(names) == len(t.names)
+	for i, j := range u.idx {
+		u.same = u.same && int(j) == i
+	}
+	u.segs = make([]segment, len(t.spans))
+	counts := make([]int, len(names))
+	u.runAt = make([]int32, len(names)+1)
+	for i, sp := range t.spans {
+		e := u.idx[sp.e]
+		end := sp.start + sp.n
+		sg := segment{start: sp.start, end: end, lo: sp.start, hi: end, e: e, gapBefore: -1, gapAfter: -1}
+		if e < 0 {
+			sg.hi = sp.start // released whole
+		} else {
+			counts[e] += int(sp.n)
+			u.runAt[e+1]++
+		}
+		u.segs[i] = sg
+	}
+	for e := range names {
+		u.runAt[e+1] += u.runAt[e]
+	}
+	u.runs = make([]int32, u.runAt[len(names)])
+	next := slices.Clone(u.runAt[:len(names)])
+	for i, sg := range u.segs {
+		if sg.e >= 0 {
+			u.runs[next[sg.e]] = int32(i)
+			next[sg.e]++
+		}
+	}
+	u.need = make([]int, len(names))
+	for e, q := range quota {
+		u.need[e] = max(0, q-counts[e])
+	}
+	for e, q := range quota {
+		if counts[e] > q {
+			u.need[e] = -(counts[e] - q) // surplus, negated until release
+		}
+	}
+	return u
+}
+
+// remapIndex maps each old engine index to its index in names, or -1.
+func remapIndex(old, names []string) []int32 {
+	idx := make([]int32, len(old))
 	j := 0
-	for i, n := range t.names {
+	for i, n := range old {
 		for j < len(names) && names[j] < n {
 			j++
 		}
@@ -84,93 +139,150 @@ func (t *Table) remap(names []string) []int32 {
 			idx[i] = int32(j)
 		}
 	}
-	owner := make([]int32, len(t.slots))
-	for s, e := range t.slots {
-		owner[s] = idx[e]
-	}
-	return owner
+	return idx
 }
 
-// runsByEngine lists each engine's runs in ascending slot order.
-func runsByEngine(owner []int32, engines int) [][]run {
-	runs := make([][]run, engines)
-	for s := 0; s < len(owner); {
-		e, start := owner[s], s
-		for s < len(owner) && owner[s] == e {
-			s++
+// engineRuns lists engine e's segments in ascending slot order.
+func (u *updater) engineRuns(e int) []int32 { return u.runs[u.runAt[e]:u.runAt[e+1]] }
+
+// release frees every engine's surplus, engines in index order: whole
+// runs, shortest first (the later run first on equal length), then the
+// tail or head of the next shortest, at an end that borders an engine that
+// needs slots if one does (the tail of the shortest otherwise), so that
+// engine can grow into them without starting a new run.
+func (u *updater) release() {
+	var order []int32
+	for e := range u.need {
+		k := -u.need[e]
+		if k <= 0 {
+			continue
 		}
-		if e >= 0 {
-			runs[e] = append(runs[e], run{start, s - start})
+		u.need[e] = 0
+		order = append(order[:0], u.engineRuns(e)...)
+		slices.SortFunc(order, func(a, b int32) int {
+			sa, sb := &u.segs[a], &u.segs[b]
+			if c := (sa.end - sa.start) - (sb.end - sb.start); c != 0 {
+				return int(c)
+			}
+			return int(sb.start - sa.start)
+		})
+		i := 0
+		for ; i < len(order); i++ {
+			sg := &u.segs[order[i]]
+			if n := int(sg.end - sg.start); n > k {
+				break
+			} else {
+				k -= n
+			}
+			sg.hi = sg.lo // released whole
+		}
+		if k > 0 && i < len(order) {
+			u.trim(order[i:], int32(k))
 		}
 	}
-	return runs
 }
 
-// release frees k slots of one engine, given its runs: whole runs, shortest
-// first (so fragments disappear), then the tail or head of a longer run,
-// preferring an end that borders an engine that needs slots, so that
-// engine can extend into them without starting a new run.
-func release(owner []int32, rs []run, k int, need []int) {
-	order := slices.Clone(rs)
-	slices.SortFunc(order, func(a, b run) int {
-		if c := cmp.Compare(a.n, b.n); c != 0 {
-			return c
-		}
-		return cmp.Compare(b.start, a.start)
-	})
-	i := 0
-	for ; i < len(order) && order[i].n <= k; i++ {
-		free(owner, order[i].start, order[i].n)
-		k -= order[i].n
-	}
-	if k > 0 && i < len(order) {
-		trim(owner, order[i:], k, need)
-	}
-}
-
-// trim frees k slots from one end of one of the runs, each longer than k:
-// the first run (shortest) bordering an engine that needs slots, at that
-// end, else the tail of the first run.
-func trim(owner []int32, rs []run, k int, need []int) {
-	for _, r := range rs {
-		if needy(owner, r.start+r.n, need) {
-			free(owner, r.start+r.n-k, k)
+// trim frees k slots from one end of one of the segments in rs (each
+// longer than k).
+func (u *updater) trim(rs []int32, k int32) {
+	for _, i := range rs {
+		if u.needyAfter(int(i)) {
+			u.segs[i].hi -= k
 			return
 		}
-		if needy(owner, r.start-1, need) {
-			free(owner, r.start, k)
+		if u.needyBefore(int(i)) {
+			u.segs[i].lo += k
 			return
 		}
 	}
-	free(owner, rs[0].start+rs[0].n-k, k)
+	u.segs[rs[0]].hi -= k
 }
 
-// needy reports whether slot s exists and belongs to an engine that needs
-// more slots.
-func needy(owner []int32, s int, need []int) bool {
-	return s >= 0 && s < len(owner) && owner[s] >= 0 && need[owner[s]] > 0
+// needyAfter reports whether the slot after segment i is owned now by an
+// engine that needs slots; needyBefore the same for the slot before it.
+func (u *updater) needyAfter(i int) bool {
+	if i+1 >= len(u.segs) {
+		return false
+	}
+	n := &u.segs[i+1]
+	return n.e >= 0 && n.lo == n.start && n.hi > n.lo && u.need[n.e] > 0
 }
 
-func free(owner []int32, start, n int) {
-	for s := start; s < start+n; s++ {
-		owner[s] = -1
+func (u *updater) needyBefore(i int) bool {
+	if i == 0 {
+		return false
+	}
+	p := &u.segs[i-1]
+	return p.e >= 0 && p.hi == p.end && p.hi > p.lo && u.need[p.e] > 0
+}
+
+// findGaps lists the maximal free intervals in ascending order and links
+// each segment to the gaps bordering its owned part.
+func (u *updater) findGaps() {
+	open := int32(-1) // start of the free interval being extended
+	for i := range u.segs {
+		sg := &u.segs[i]
+		if sg.hi == sg.lo { // all free
+			if open < 0 {
+				open = sg.start
+			}
+			continue
+		}
+		if sg.lo > sg.start && open < 0 {
+			open = sg.start
+		}
+		if open >= 0 {
+			u.gaps = append(u.gaps, gap{open, sg.lo})
+			sg.gapBefore = int32(len(u.gaps) - 1)
+			open = -1
+		}
+		if sg.hi < sg.end {
+			open = sg.hi
+		}
+	}
+	if open >= 0 {
+		u.gaps = append(u.gaps, gap{open, int32(len(u.t.slots))})
+	}
+	next := 0 // gaps are ascending: the gap starting at a segment's hi is the next one
+	for i := range u.segs {
+		sg := &u.segs[i]
+		if sg.gapBefore >= 0 {
+			next = int(sg.gapBefore) + 1
+		}
+		if sg.hi > sg.lo && next < len(u.gaps) && u.gaps[next].a == sg.hi {
+			sg.gapAfter = int32(next)
+		}
 	}
 }
 
-// take gives every engine its needed slots from the free ones: first by
-// growing its existing runs into free neighbours, then from the free
-// intervals that remain (see fill).
-func take(owner []int32, runs [][]run, need []int) {
-	for e := range need {
-		for _, r := range runs[e] {
-			if need[e] == 0 {
+// grow lets every engine that needs slots extend its runs, in ascending
+// order, into the free slots right after them, then right before them.
+func (u *updater) grow() {
+	for e := range u.need {
+		for _, i := range u.engineRuns(e) {
+			if u.need[e] == 0 {
 				break
 			}
-			need[e] -= grow(owner, int32(e), r.start+r.n, 1, need[e])
-			need[e] -= grow(owner, int32(e), r.start-1, -1, need[e])
+			sg := &u.segs[i]
+			if g := sg.gapAfter; g >= 0 && u.gaps[g].a == sg.end {
+				k := min(int32(u.need[e]), u.gaps[g].b-u.gaps[g].a)
+				u.claim(u.gaps[g].a, k, e)
+				u.gaps[g].a += k
+			}
+			if g := sg.gapBefore; g >= 0 && u.gaps[g].b == sg.start {
+				k := min(int32(u.need[e]), u.gaps[g].b-u.gaps[g].a)
+				u.claim(u.gaps[g].b-k, k, e)
+				u.gaps[g].b -= k
+			}
 		}
 	}
-	fill(owner, need)
+}
+
+func (u *updater) claim(start, k int32, e int) {
+	if k > 0 {
+		u.claims = append(u.claims, span{start: start, n: k, e: int32(e)})
+		u.need[e] -= int(k)
+	}
 }
 
 // fill assigns the free intervals to engines that still need slots, the
@@ -178,86 +290,170 @@ func take(owner []int32, runs [][]run, need []int) {
 // smallest interval that holds its whole need, or else the largest
 // interval whole and then continuing: few intervals get split, so few new
 // runs start.
-func fill(owner []int32, need []int) {
-	gaps := freeRuns(owner)
-	order := make([]int, 0, len(need))
-	for e, k := range need {
+func (u *updater) fill() {
+	order := make([]int, 0, len(u.need))
+	for e, k := range u.need {
 		if k > 0 {
 			order = append(order, e)
 		}
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(need[b], need[a]) })
+	slices.SortStableFunc(order, func(a, b int) int { return u.need[b] - u.need[a] })
+	fs := newFreeSet(u.gaps)
 	for _, e := range order {
-		for need[e] > 0 {
-			i := bestFit(gaps, need[e])
+		for u.need[e] > 0 {
+			i := fs.bestFit(int32(u.need[e]))
 			if i < 0 {
-				return // cannot happen: needs sum to the free slots
+				return // cannot happen: needs sum to the free slots; table() reports it
 			}
-			k := min(need[e], gaps[i].n)
-			for s := gaps[i].start; s < gaps[i].start+k; s++ {
-				owner[s] = int32(e)
-			}
-			gaps[i].start += k
-			gaps[i].n -= k
-			need[e] -= k
+			g := &u.gaps[i]
+			k := min(int32(u.need[e]), g.b-g.a)
+			u.claim(g.a, k, e)
+			fs.shrink(i, k)
 		}
 	}
 }
 
-// freeRuns lists the maximal runs of free slots in ascending order.
-func freeRuns(owner []int32) []run {
-	var free []run
-	for s := 0; s < len(owner); s++ {
-		if owner[s] >= 0 {
+// freeSet holds the non-empty gaps ordered by size, then position, so
+// that the best fit is a binary search, not a scan of every gap.
+type freeSet struct {
+	gaps []gap
+	ord  []int32 // indices into gaps, by (size, index) ascending
+}
+
+func newFreeSet(gaps []gap) *freeSet {
+	fs := &freeSet{gaps: gaps}
+	for i, g := range gaps {
+		if g.b > g.a {
+			fs.ord = append(fs.ord, int32(i))
+		}
+	}
+	slices.SortFunc(fs.ord, fs.cmp)
+	return fs
+}
+
+func (fs *freeSet) size(i int32) int32 { return fs.gaps[i].b - fs.gaps[i].a }
+
+func (fs *freeSet) cmp(i, j int32) int {
+	if c := fs.size(i) - fs.size(j); c != 0 {
+		return int(c)
+	}
+	return int(i - j)
+}
+
+// firstOfSize is the position in ord of the first gap of at least n slots.
+func (fs *freeSet) firstOfSize(n int32) int {
+	pos, _ := slices.BinarySearchFunc(fs.ord, n, func(i, n int32) int { return int(fs.size(i) - n) })
+	return pos
+}
+
+// bestFit returns the smallest gap of at least k slots, or else the
+// largest (-1 if none is left); ties go to the lowest slot.
+func (fs *freeSet) bestFit(k int32) int {
+	if len(fs.ord) == 0 {
+		return -1
+	}
+	if pos := fs.firstOfSize(k); pos < len(fs.ord) {
+		return int(fs.ord[pos])
+	}
+	return int(fs.ord[fs.firstOfSize(fs.size(fs.ord[len(fs.ord)-1]))])
+}
+
+// shrink takes k slots from the start of gap i and moves it to its new
+// place in the order (out of it when empty).
+func (fs *freeSet) shrink(i int, k int32) {
+	at, _ := slices.BinarySearchFunc(fs.ord, int32(i), fs.cmp)
+	fs.ord = slices.Delete(fs.ord, at, at+1)
+	fs.gaps[i].a += k
+	if fs.size(int32(i)) > 0 {
+		at, _ = slices.BinarySearchFunc(fs.ord, int32(i), fs.cmp)
+		fs.ord = slices.Insert(fs.ord, at, int32(i))
+	}
+}
+
+// table lays out the new table: the old slots with the claimed ranges
+// rewritten (every slot rewritten when engine indices changed), its runs
+// merged from the kept parts and the claims, counts the quota.
+func (u *updater) table() (*Table, error) {
+	for e, k := range u.need {
+		if k != 0 {
+			return nil, fmt.Errorf("internal error: engine %q ends %d slots short", u.names[e], k)
+		}
+	}
+	slots := make([]uint16, len(u.t.slots))
+	if u.same {
+		copy(slots, u.t.slots)
+	} else {
+		for _, sg := range u.segs {
+			fillSlots(slots[sg.lo:sg.hi], sg.e)
+		}
+	}
+	slices.SortFunc(u.claims, func(a, b span) int { return int(a.start - b.start) })
+	for _, c := range u.claims {
+		fillSlots(slots[c.start:c.start+c.n], c.e)
+	}
+	spans, err := u.mergeSpans()
+	if err != nil {
+		return nil, err
+	}
+	seeds := make([]uint64, len(u.names))
+	for i, j := range u.idx {
+		if j >= 0 {
+			seeds[j] = u.t.seeds[i]
+		}
+	}
+	for j, n := range u.names {
+		if seeds[j] == 0 {
+			seeds[j] = HashKey(n)
+		}
+	}
+	return &Table{slots: slots, mask: u.t.mask, names: u.names, counts: u.quota, seeds: seeds, spans: spans}, nil
+}
+
+func fillSlots(s []uint16, e int32) {
+	for i := range s {
+		s[i] = uint16(e)
+	}
+}
+
+// mergeSpans merges the kept parts of the segments and the claims (both
+// ascending) into the new table's maximal runs, checking that they cover
+// every slot exactly once.
+func (u *updater) mergeSpans() ([]span, error) {
+	out := make([]span, 0, len(u.segs)+len(u.claims))
+	pos := int32(0)
+	add := func(sp span) error {
+		if sp.start != pos {
+			return fmt.Errorf("internal error: slot %d left unassigned", pos)
+		}
+		pos += sp.n
+		if n := len(out); n > 0 && out[n-1].e == sp.e {
+			out[n-1].n += sp.n
+		} else {
+			out = append(out, sp)
+		}
+		return nil
+	}
+	c := 0
+	for _, sg := range u.segs {
+		if sg.hi == sg.lo {
 			continue
 		}
-		start := s
-		for s < len(owner) && owner[s] < 0 {
-			s++
+		for ; c < len(u.claims) && u.claims[c].start < sg.lo; c++ {
+			if err := add(u.claims[c]); err != nil {
+				return nil, err
+			}
 		}
-		free = append(free, run{start, s - start})
-	}
-	return free
-}
-
-// bestFit returns the smallest free run of at least k slots, or else the
-// largest non-empty one (-1 if none); ties go to the lowest slot.
-func bestFit(free []run, k int) int {
-	fit, big := -1, -1
-	for i, r := range free {
-		if r.n >= k && (fit < 0 || r.n < free[fit].n) {
-			fit = i
-		}
-		if r.n > 0 && (big < 0 || r.n > free[big].n) {
-			big = i
+		if err := add(span{start: sg.lo, n: sg.hi - sg.lo, e: sg.e}); err != nil {
+			return nil, err
 		}
 	}
-	if fit >= 0 {
-		return fit
-	}
-	return big
-}
-
-// grow claims up to k free slots for e walking from s in direction step,
-// stopping at the first owned slot; it returns how many it claimed.
-func grow(owner []int32, e int32, s, step, k int) int {
-	got := 0
-	for ; got < k && s >= 0 && s < len(owner) && owner[s] < 0; s += step {
-		owner[s] = e
-		got++
-	}
-	return got
-}
-
-// finish converts a complete assignment to slots; a free slot left over
-// would be a bug, reported rather than served.
-func finish(owner []int32) ([]uint16, error) {
-	slots := make([]uint16, len(owner))
-	for s, o := range owner {
-		if o < 0 {
-			return nil, fmt.Errorf("internal error: slot %d left unassigned", s)
+	for ; c < len(u.claims); c++ {
+		if err := add(u.claims[c]); err != nil {
+			return nil, err
 		}
-		slots[s] = uint16(o)
 	}
-	return slots, nil
+	if int(pos) != len(u.t.slots) {
+		return nil, fmt.Errorf("internal error: slot %d left unassigned", pos)
+	}
+	return out, nil
 }
