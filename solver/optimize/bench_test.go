@@ -5,32 +5,48 @@ import (
 	"testing"
 )
 
-// benchSizes are the fleet sizes of BenchmarkSolve, clusters x engines.
-var benchSizes = [][2]int{{10, 50}, {100, 1000}, {300, 3000}}
+// benchCase is one fleet of BenchmarkSolve: a size and a regime.
+type benchCase struct {
+	clusters, engines int
+	regime            regime
+}
 
-func benchFleet(b testing.TB, clusters, engines int) *Problem {
-	return randomFleet(b, newRand(uint64(clusters*7919+engines)), fleetSpec{
-		clusters: clusters, engines: engines, load: 0.7,
-		regions: min(30, max(5, clusters/4)), restricted: 0.1,
-	})
+func (c benchCase) name() string {
+	return fmt.Sprintf("%dx%d/%s", c.clusters, c.engines, c.regime.name)
+}
+
+// benchCases are the fleets of BenchmarkSolve and BenchmarkSolveWarm: the
+// slack fleet at three sizes, and at 100x1000 (and 300x3000) the regimes
+// where the optimizer matters most: overloaded (shedding active),
+// eligibility holes, both, and request classes (1,200 rows at 100x1000).
+var benchCases = []benchCase{
+	{10, 50, regimeSlack},
+	{100, 1000, regimeSlack},
+	{100, 1000, regimeOverloaded},
+	{100, 1000, regimeEligible},
+	{100, 1000, regimeBoth},
+	{100, 1000, regimeClasses},
+	{300, 3000, regimeSlack},
+	{300, 3000, regimeBoth},
 }
 
 // BenchmarkSolve solves random fleets with real inter-region RTTs cold, as
 // the first solve of an optimizer would.
 func BenchmarkSolve(b *testing.B) {
-	for _, sz := range benchSizes {
-		b.Run(fmt.Sprintf("%dx%d", sz[0], sz[1]), func(b *testing.B) {
-			p := benchFleet(b, sz[0], sz[1])
+	for _, bc := range benchCases {
+		b.Run(bc.name(), func(b *testing.B) {
+			p := regimeFleet(b, bc.regime, bc.clusters, bc.engines)
 			b.ReportAllocs()
 			var sol *Solution
+			clock := startCPU(b)
 			for b.Loop() {
 				var err error
 				if sol, err = Solve(p, DefaultOptions()); err != nil {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(sol.Gap, "gap")
-			b.ReportMetric(float64(sol.NewtonSteps), "newton-steps")
+			clock.stop(b)
+			reportSolution(b, sol)
 		})
 	}
 }
@@ -38,9 +54,9 @@ func BenchmarkSolve(b *testing.B) {
 // BenchmarkSolveWarm re-solves after a 5% demand change, warm-started from
 // the previous solution, as the optimizer does every few seconds.
 func BenchmarkSolveWarm(b *testing.B) {
-	for _, sz := range benchSizes {
-		b.Run(fmt.Sprintf("%dx%d", sz[0], sz[1]), func(b *testing.B) {
-			p := benchFleet(b, sz[0], sz[1])
+	for _, bc := range benchCases {
+		b.Run(bc.name(), func(b *testing.B) {
+			p := regimeFleet(b, bc.regime, bc.clusters, bc.engines)
 			prev, err := Solve(p, DefaultOptions())
 			if err != nil {
 				b.Fatal(err)
@@ -50,13 +66,25 @@ func BenchmarkSolveWarm(b *testing.B) {
 			opt.Previous = prev
 			b.ReportAllocs()
 			var sol *Solution
+			clock := startCPU(b)
 			for b.Loop() {
 				if sol, err = Solve(q, opt); err != nil {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(sol.Gap, "gap")
-			b.ReportMetric(float64(sol.NewtonSteps), "newton-steps")
+			clock.stop(b)
+			reportSolution(b, sol)
 		})
 	}
+}
+
+func reportSolution(b *testing.B, sol *Solution) {
+	b.ReportMetric(sol.Gap, "gap")
+	b.ReportMetric(float64(sol.NewtonSteps), "newton-steps")
+	b.ReportMetric(float64(sol.Rounds), "rounds")
+	shed := 0.0
+	for _, f := range sol.ShedFraction {
+		shed = max(shed, f)
+	}
+	b.ReportMetric(shed, "max-shed")
 }

@@ -30,6 +30,16 @@ type model struct {
 
 // newModel builds the model of a Problem that Validate accepted.
 func newModel(p *Problem) *model {
+	m, _ := buildModel(p)
+	return m
+}
+
+// buildModel builds the model of a Problem whose fields other than
+// network_ms Validate accepted, checking network_ms on the way (an
+// unknown engine or a number out of range fails it; Validate then says
+// which): one pass over each cluster's row, in map order, with a dense
+// scratch row putting the arcs in engine order.
+func buildModel(p *Problem) (*model, bool) {
 	m := &model{
 		nc: len(p.Clusters), ne: len(p.Engines),
 		demand:   make([]float64, len(p.Clusters)),
@@ -42,51 +52,73 @@ func newModel(p *Problem) *model {
 		engIndex[e.Name] = int32(i)
 		m.eng[i] = newEngineCost(e, p.MeanOutputTokens, p.MaxUtilization)
 	}
+	arcs := 0
+	for _, cl := range p.Clusters {
+		arcs += len(p.NetworkMs[cl.Name])
+	}
+	m.arcEng = make([]int32, 0, arcs)
+	m.arcNet = make([]float64, 0, arcs)
 	allowed := make([]bool, m.ne)
+	ms := make([]float64, m.ne)
+	seen := make([]int32, m.ne) // cluster index + 1 that set ms[e]
 	type pair struct {
 		e   int32
 		net float64
 	}
-	var row []pair
+	var sparse []pair
+	rows := 0
 	for c, cl := range p.Clusters {
+		if _, ok := p.NetworkMs[cl.Name]; ok {
+			rows++
+		}
 		m.demand[c] = cl.DemandRps
 		m.total += cl.DemandRps
 		elig, restricted := p.Eligible[cl.Name]
 		for _, name := range elig {
 			allowed[engIndex[name]] = true
 		}
-		row = row[:0]
-		net := p.NetworkMs[cl.Name]
 		usable := func(e int32) bool { return (!restricted || allowed[e]) && m.eng[e].u > 0 }
-		if len(net) >= m.ne/8 {
-			// Dense row: visit engines in order, no sort needed.
-			for e, en := range p.Engines {
-				if ms, ok := net[en.Name]; ok && usable(int32(e)) {
-					row = append(row, pair{int32(e), ms})
+		row := p.NetworkMs[cl.Name]
+		dense := len(row) >= m.ne/8
+		sparse = sparse[:0]
+		for name, v := range row {
+			e, ok := engIndex[name]
+			if !ok || !inRange(v) {
+				return nil, false
+			}
+			if dense {
+				ms[e], seen[e] = v, int32(c+1)
+			} else if usable(e) {
+				sparse = append(sparse, pair{e, v})
+			}
+		}
+		if dense {
+			for e := range int32(m.ne) {
+				if seen[e] == int32(c+1) && usable(e) {
+					m.arcEng = append(m.arcEng, e)
+					m.arcNet = append(m.arcNet, ms[e])
 				}
 			}
 		} else {
-			for name, ms := range net {
-				if e := engIndex[name]; usable(e) {
-					row = append(row, pair{e, ms})
-				}
+			slices.SortFunc(sparse, func(a, b pair) int { return int(a.e - b.e) })
+			for _, r := range sparse {
+				m.arcEng = append(m.arcEng, r.e)
+				m.arcNet = append(m.arcNet, r.net)
 			}
-			slices.SortFunc(row, func(a, b pair) int { return int(a.e - b.e) })
 		}
 		for _, name := range elig {
 			allowed[engIndex[name]] = false
 		}
-		for _, r := range row {
-			m.arcEng = append(m.arcEng, r.e)
-			m.arcNet = append(m.arcNet, r.net)
-		}
 		m.arcStart[c+1] = int32(len(m.arcEng))
+	}
+	if rows != len(p.NetworkMs) {
+		return nil, false // a row for a cluster the problem does not have
 	}
 	m.groupByEngine()
 	if m.penalty == 0 {
 		m.penalty = m.autoPenalty()
 	}
-	return m
+	return m, true
 }
 
 // groupByEngine fills the slot arrays by a counting sort on engine.

@@ -91,26 +91,7 @@ func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
 
 // Validate reports the first thing wrong with p, or nil.
 func (p *Problem) Validate() error {
-	if err := checkNumber("mean_output_tokens", p.MeanOutputTokens); err != nil {
-		return err
-	}
-	if err := checkNumber("shed_penalty_ms", p.ShedPenaltyMs); err != nil {
-		return err
-	}
-	if !(p.MaxUtilization > 0 && p.MaxUtilization < 1) {
-		return invalid("max_utilization is %v, want a number in (0, 1)", p.MaxUtilization)
-	}
-	if len(p.Clusters) == 0 {
-		return invalid("no clusters")
-	}
-	if len(p.Engines) == 0 {
-		return invalid("no engines")
-	}
-	clusters, err := p.validateClusters()
-	if err != nil {
-		return err
-	}
-	engines, err := p.validateEngines()
+	clusters, engines, err := p.validateHead()
 	if err != nil {
 		return err
 	}
@@ -118,6 +99,43 @@ func (p *Problem) Validate() error {
 		return err
 	}
 	return p.validateEligible(clusters, engines)
+}
+
+// validateAllButNetwork is Validate without the check of network_ms,
+// which Solve makes while it builds its model (buildModel). On an error
+// Solve asks Validate, whose order of checks says which error comes first.
+func (p *Problem) validateAllButNetwork() error {
+	clusters, engines, err := p.validateHead()
+	if err != nil {
+		return err
+	}
+	return p.validateEligible(clusters, engines)
+}
+
+// validateHead checks the numbers, clusters and engines.
+func (p *Problem) validateHead() (clusters, engines map[string]bool, err error) {
+	if err := checkNumber("mean_output_tokens", p.MeanOutputTokens); err != nil {
+		return nil, nil, err
+	}
+	if err := checkNumber("shed_penalty_ms", p.ShedPenaltyMs); err != nil {
+		return nil, nil, err
+	}
+	if !(p.MaxUtilization > 0 && p.MaxUtilization < 1) {
+		return nil, nil, invalid("max_utilization is %v, want a number in (0, 1)", p.MaxUtilization)
+	}
+	if len(p.Clusters) == 0 {
+		return nil, nil, invalid("no clusters")
+	}
+	if len(p.Engines) == 0 {
+		return nil, nil, invalid("no engines")
+	}
+	if clusters, err = p.validateClusters(); err != nil {
+		return nil, nil, err
+	}
+	if engines, err = p.validateEngines(); err != nil {
+		return nil, nil, err
+	}
+	return clusters, engines, nil
 }
 
 // inRange reports whether checkNumber accepts v. Callers test it first

@@ -53,13 +53,16 @@ func (o Options) Validate() error {
 // KKT residual. It is deterministic: the same problem and options give a
 // bit-identical solution. SolveMs is left for the caller to fill.
 func Solve(p *Problem, opt Options) (*Solution, error) {
-	if err := p.Validate(); err != nil {
-		return nil, err
+	if err := p.validateAllButNetwork(); err != nil {
+		return nil, p.Validate()
 	}
 	if err := opt.Validate(); err != nil {
 		return nil, err
 	}
-	m := newModel(p)
+	m, ok := buildModel(p)
+	if !ok {
+		return nil, p.Validate() // network_ms is bad: Validate says where
+	}
 	st := newState(m)
 	st.trace, st.keepCycling = opt.trace, opt.keepCycling
 	prev := warmStart(p, m, opt.Previous)
@@ -114,9 +117,14 @@ func (st *state) solveExact(opt Options) runStats {
 	}
 	best := certificate{gap: math.Inf(1)}
 	floor := kappaFloor
+	triedTies := false
 	if st.warm {
-		// The previous solution's forest is usually the optimum's, or a few
+		// The previous solution's ties are usually the optimum's, or a few
 		// changes from it: try the exact finish first.
+		if ct, ok := st.tryTies(st.centrePoint()); ok && ct.gap <= opt.Tolerance {
+			run.cert = ct
+			return run
+		}
 		if ct, ok := st.tryCrossover(st.centrePoint()); ok {
 			best = ct
 			if best.gap <= opt.Tolerance {
@@ -143,6 +151,13 @@ func (st *state) solveExact(opt Options) runStats {
 		// Close exactly when near: the crossover's flows obey the optimality
 		// conditions to rounding, while a point that merely meets the gap
 		// tolerance can have flows off by about its square root.
+		if ct.gap < tiesGap && !triedTies {
+			triedTies = true
+			if xt, ok := st.tryTies(st.cur); ok && xt.gap <= opt.Tolerance {
+				best = xt
+				break
+			}
+		}
 		if ct.gap < crossoverGap {
 			if xt, ok := st.tryCrossover(st.cur); ok && (xt.gap <= opt.Tolerance || xt.gap < best.gap) {
 				best = xt
@@ -183,6 +198,32 @@ func (st *state) tryCrossover(from *point) (certificate, bool) {
 	st.cur = saved
 	return ct, true
 }
+
+// tiesGap is the duality gap below which a round's point is near enough
+// for the tie method (ties.go) to finish in few moves.
+var tiesGap = 1e-4
+
+// tryTies runs the tie method from point from (its prices and, for the
+// first ties, its flows) and certifies its result; the current point is
+// left as it was.
+func (st *state) tryTies(from *point) (certificate, bool) {
+	x := newTies(st.m, from.pi)
+	x.tiesFrom(from)
+	ok := x.solve(tieMoves + 20*st.m.nc)
+	st.tracef("ties closed: %v after %d moves (%d merges, %d splits)", ok, x.moves, x.merges, x.splits)
+	if !ok {
+		return certificate{}, false
+	}
+	saved := st.cur
+	st.cur = x.point()
+	ct := st.certifyExact()
+	st.tracef("ties certificate: gap %.3g kkt %.3g obj %.12g dual %.12g", ct.gap, ct.kkt, ct.obj, ct.dual)
+	st.cur = saved
+	return ct, true
+}
+
+// tieMoves, plus twenty per cluster, bounds the moves of one tie attempt.
+const tieMoves = 200
 
 // crossoverChanges, plus two per cluster, bounds the forest changes of one
 // crossover attempt.
