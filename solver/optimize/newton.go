@@ -19,6 +19,12 @@ type newtonWork struct {
 	prev []float64 // scratch: prices before a step
 	tau  float64   // size of the last step, ms
 
+	coupled             *groups // rows an engine couples in H
+	order               []int
+	blockRows           []int
+	blockStart          []int32
+	sub, subRHS, subSol []float64
+
 	watch cycleWatch
 }
 
@@ -149,6 +155,7 @@ func sameBits(a, b float64) bool { return math.Float64bits(a) == math.Float64bit
 func (st *state) newtonStep(nw *newtonWork) bool {
 	n := len(nw.rows)
 	clear(nw.h)
+	nw.coupled = newGroups(n)
 	st.assembleEngines(nw)
 	p := st.cur
 	for i, c := range nw.rows {
@@ -158,16 +165,8 @@ func (st *state) newtonStep(nw *newtonWork) bool {
 		nw.rhs[i] = p.grad[c]
 	}
 	st.pseudoCurvature(nw)
-	for ridge := 0.0; ; {
-		copy(nw.fact, nw.h)
-		if cholSolve(nw.fact, nw.rhs, n, ridge, nw.sol) {
-			break
-		}
-		if ridge == 0 {
-			ridge = 1e-12
-		} else if ridge *= 100; ridge > 1 {
-			return false
-		}
+	if !nw.solveBlocks(n) {
+		return false
 	}
 	for i, c := range nw.rows {
 		nw.step[c] = nw.sol[i]
@@ -223,8 +222,10 @@ func (st *state) assembleEngines(nw *newtonWork) {
 			_, d2 := f.marginal(p.lam[e])
 			beta = d2 / (1 + d2*sum)
 		}
+		first := nw.idx[near[0].c]
 		for _, a := range near {
 			i := nw.idx[a.c]
+			nw.coupled.union(first, i)
 			nw.h[i*n+i] += a.w - beta*a.w*a.w
 			for _, b := range near {
 				if j := nw.idx[b.c]; j < i {

@@ -201,7 +201,7 @@ func (st *state) tryCrossover(from *point) (certificate, bool) {
 
 // tiesGap is the duality gap below which a round's point is near enough
 // for the tie method (ties.go) to finish in few moves.
-var tiesGap = 1e-4
+const tiesGap = 1e-2
 
 // tryTies runs the tie method from point from (its prices and, for the
 // first ties, its flows) and certifies its result; the current point is
@@ -209,7 +209,7 @@ var tiesGap = 1e-4
 func (st *state) tryTies(from *point) (certificate, bool) {
 	x := newTies(st.m, from.pi)
 	x.tiesFrom(from)
-	ok := x.solve(tieMoves + 20*st.m.nc)
+	ok := x.solve(tieMoves + tieMovesPerCluster*st.m.nc)
 	st.tracef("ties closed: %v after %d moves (%d merges, %d splits)", ok, x.moves, x.merges, x.splits)
 	if !ok {
 		return certificate{}, false
@@ -222,8 +222,14 @@ func (st *state) tryTies(from *point) (certificate, bool) {
 	return ct, true
 }
 
-// tieMoves, plus twenty per cluster, bounds the moves of one tie attempt.
-const tieMoves = 200
+// tieMoves, plus tieMovesPerCluster per cluster, bounds the moves of one
+// tie attempt (from a round's point a fleet of 100 clusters needs a few
+// hundred; degenerate fleets, whose clusters bid exactly alike for many
+// engines, can merge and split far longer, and the rounds then go on).
+const (
+	tieMoves           = 200
+	tieMovesPerCluster = 8
+)
 
 // crossoverChanges, plus two per cluster, bounds the forest changes of one
 // crossover attempt.

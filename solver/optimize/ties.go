@@ -47,10 +47,10 @@ type ties struct {
 	queued []bool
 
 	moves, merges, splits, rebuilds, fullMoves, jacobis int
-	evals, evalEng                                     int
-	size []int32
-	dir                                                 []float64
-	trace                                               func(string, ...any)
+
+	size  []int32
+	dir   []float64
+	trace func(string, ...any)
 
 	// scratch
 	members []int32
@@ -230,17 +230,6 @@ func (x *ties) solve(maxSteps int) bool {
 	m := x.m
 	x.components()
 	x.refresh()
-	if len(x.arcs) == 0 && levelFirst {
-		x.level()
-		if seedGap > 0 {
-			x.seedTies(seedGap)
-		}
-		for range jacobiSteps {
-			if !x.jacobi() {
-				break
-			}
-		}
-	}
 	for c := range m.nc {
 		x.enqueue(int32(c))
 	}
@@ -269,44 +258,6 @@ func (x *ties) solve(maxSteps int) bool {
 		x.visit(k)
 	}
 	return false
-}
-
-var levelFirst = true
-
-var jacobiSteps = 0
-
-var seedGap = 5.0
-
-// level shifts every price by the same amount so that total demand
-// meets total load: ownership does not change, and a cold start's
-// general price level is right before trees move on their own.
-func (x *ties) level() {
-	all := x.membersAll()
-	x.markS(all, true)
-	defer x.markS(all, false)
-	x.candidatesFull(all)
-	dem := 0.0
-	for _, c := range all {
-		dem += x.m.demand[c]
-	}
-	r, ok := x.move(all, 1e-12*dem, math.Inf(1))
-	if !ok {
-		return
-	}
-	for _, c := range all {
-		x.pi[c] += r.t
-	}
-	x.refresh()
-}
-
-func (x *ties) membersAll() []int32 {
-	x.members = x.members[:0]
-	for c := range x.m.nc {
-		if x.active(c) {
-			x.members = append(x.members, int32(c))
-		}
-	}
-	return x.members
 }
 
 // visit moves component k if it is out of balance, or ties it at the
