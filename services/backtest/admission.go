@@ -54,11 +54,16 @@ func (p *tablePicker) admits(idx int, ongoing bool) bool {
 // refuses is the skip of the admission spill: unusable, or over its limit.
 func (p *tablePicker) refuses(idx int) bool { return !p.usable(idx) || !p.admits(idx, p.ongoing) }
 
-// lighter is routing.SecondChoice for a new conversation of cluster p.c:
-// the load of an engine is its queue and batch as the data plane sees them
-// (last status plus what it sent since) over its queue limit, which is
-// proportional to its capacity.
-func (p *tablePicker) lighter(t *sched.Table, h uint64, idx int) int {
+// lighter is routing.SecondChoice for a new conversation of cluster p.c,
+// routing.Move for an ongoing one: the load of an engine is its queue and
+// batch as the data plane sees them (last status plus what it sent
+// since, and the prefill it sent and has not seen answered) over its
+// queue limit, which is proportional to its capacity.
+func (p *tablePicker) lighter(t *sched.Table, h uint64, idx int, ongoing bool) int {
+	p.ongoing = ongoing
+	if ongoing {
+		return routing.Move(t, h, idx, p.closed, p.load)
+	}
 	return routing.SecondChoice(t, h, idx, p.closed, p.load)
 }
 

@@ -216,8 +216,8 @@ func (p *tablePicker) pick(s *sim, i int) int {
 			return pickRefused
 		}
 	}
-	if !ongoing && p.limits != nil {
-		idx = p.lighter(t, h, idx)
+	if p.limits != nil {
+		idx = p.lighter(t, h, idx, ongoing)
 	}
 	e := int(p.toEngine[c][idx])
 	p.sent(c, e)

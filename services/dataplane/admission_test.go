@@ -18,7 +18,7 @@ func TestLocalAdmission(t *testing.T) {
 	cfg := testConfig("fe-a")
 	d := newDP(t, cfg, Deps{Now: clk.Now})
 	s := snap("fe-a", 1, map[string]float64{"eng-a": 0.5, "eng-b": 0.5})
-	s.QueueLimits = map[string]float64{"eng-a": 2, "eng-b": 2}
+	s.QueueLimits = map[string]float64{"eng-a": 4, "eng-b": 4}
 	mustSet(t, d, s)
 	status := func(engine string, waiting, at int) {
 		d.ObserveStatus(schemas.EngineStatus{Engine: engine, TimeUnixNano: int64(at), Health: schemas.HealthHealthy,
@@ -31,17 +31,17 @@ func TestLocalAdmission(t *testing.T) {
 			ongoing = k
 		}
 	}
-	status("eng-a", 3, 1) // over its limit of 2
-	status("eng-b", 0, 1)
+	status("eng-a", 5, 1) // over its limit of 4
+	status("eng-b", 3, 1)
 	for i := range 200 {
 		if got := pickName(t, d, "fe-a", "new-"+strconv.Itoa(i)); got != "eng-b" {
 			t.Fatalf("new conversation %d went to %s, over its queue limit", i, got)
 		}
 	}
 	if got := pickName(t, d, "fe-a", ongoing); got != "eng-a" {
-		t.Fatalf("ongoing conversation moved to %s (queue 3 < 2 x limit)", got)
+		t.Fatalf("ongoing conversation moved to %s (queue 5 < 2 x limit; eng-b not under half its load)", got)
 	}
-	status("eng-b", 2, 2) // both at or over the limit
+	status("eng-b", 4, 2) // both at or over the limit
 	c, _ := d.cluster("fe-a")
 	for i := range 50 {
 		if _, err := tryPick(d, "fe-a", "late-"+strconv.Itoa(i)); !errors.Is(err, ErrAdmission) {
@@ -52,7 +52,7 @@ func TestLocalAdmission(t *testing.T) {
 		t.Errorf("refused %d, want 50", got)
 	}
 	if got := pickName(t, d, "fe-a", ongoing); got != "eng-a" {
-		t.Fatalf("ongoing conversation refused or moved (%s) at queue 3 of 2 x 2", got)
+		t.Fatalf("ongoing conversation refused or moved (%s) at queue 5 of 2 x 4", got)
 	}
 	rec := postJSON(d.Handler(), "/v1/pick", `{"cluster":"fe-a","conversation_id":"late-x"}`)
 	var env struct {
@@ -62,9 +62,28 @@ func TestLocalAdmission(t *testing.T) {
 		env.Error.Code != codeShed || env.Error.Message == "" {
 		t.Fatalf("/v1/pick refused by admission: %d %q %s", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
 	}
-	status("eng-a", 4, 3) // 2 x the limit: even the ongoing one goes elsewhere or is refused
+	status("eng-a", 8, 3) // 2 x the limit: even the ongoing one goes elsewhere or is refused
 	if got, err := tryPick(d, "fe-a", ongoing); err == nil && got == "eng-a" {
-		t.Fatalf("ongoing conversation admitted at queue 4 = 2 x limit")
+		t.Fatalf("ongoing conversation admitted at queue 8 = 2 x limit")
+	}
+	// An ongoing conversation leaves for a candidate under half its
+	// engine's load (routing.Move) and stays there.
+	status("eng-a", 0, 4)
+	status("eng-b", 0, 4)
+	onA := ""
+	for i := 0; onA == ""; i++ {
+		if k := "conv-" + strconv.Itoa(i); pickName(t, d, "fe-a", k) == "eng-a" {
+			onA = k
+		}
+	}
+	status("eng-a", 6, 5)
+	status("eng-b", 0, 5)
+	moved := ""
+	if pickName(t, d, "fe-a", onA) == "eng-b" {
+		moved = onA
+	}
+	if moved == "" {
+		t.Fatal("no ongoing conversation left a loaded engine for one under half its load")
 	}
 	// Statuses older than the TTL: the queues are unknown, so local
 	// admission admits everything again.

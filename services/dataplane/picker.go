@@ -136,9 +136,16 @@ func (p *picker) pick(h uint64, ongoing bool, m memo, tr *tried) (choice, error)
 		return choice{}, ErrNoEngine
 	}
 	closed := func(i int) bool { return !p.slots[i].avail || tr.has(i) || !p.slots[i].admits(ongoing) }
-	if !ongoing && !p.stale {
+	if !p.stale {
+		// New conversations take the lightest of the candidates; ongoing
+		// ones leave their engine only for one under half its load.
 		mean := p.c.meanPrompt()
-		idx = routing.SecondChoice(p.table, h, idx, closed, func(i int) float64 { return p.slots[i].load(mean) })
+		load := func(i int) float64 { return p.slots[i].load(mean) }
+		if ongoing {
+			idx = routing.Move(p.table, h, idx, closed, load)
+		} else {
+			idx = routing.SecondChoice(p.table, h, idx, closed, load)
+		}
 	}
 	if !p.slots[idx].admits(ongoing) {
 		// Local admission: the first engine in the key's probe order that

@@ -102,3 +102,32 @@ func TestSecondChoice(t *testing.T) {
 		}
 	}
 }
+
+func TestMove(t *testing.T) {
+	tab, err := sched.Rebalance(nil, []string{"a", "b"}, []float64{1, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func(int) bool { return false }
+	var h uint64
+	for k := 0; ; k++ { // a key of a whose candidates include b
+		h = sched.HashKey(fmt.Sprint("k", k))
+		if tab.PickHash(h) == 0 && SecondChoice(tab, h, 0, open, func(i int) float64 { return float64(1 - i) }) == 1 {
+			break
+		}
+	}
+	for _, tc := range []struct {
+		a, b float64
+		want int
+	}{
+		{10, 4.9, 1}, // under half: leaves its cache
+		{10, 5, 0},   // not under half: stays
+		{10, 9, 0},
+		{0, 0, 0},
+	} {
+		loads := []float64{tc.a, tc.b}
+		if got := Move(tab, h, 0, open, func(i int) float64 { return loads[i] }); got != tc.want {
+			t.Errorf("Move at loads %v, %v = %d, want %d", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
