@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"math"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -120,7 +121,7 @@ func (c *cluster) buildLocked(reg *registry, pp pickerParams) *picker {
 		return &picker{err: ErrNoSnapshot, c: c}
 	}
 	p := &picker{
-		c: c, version: c.snap.Version, createdAt: c.snap.CreatedAt,
+		c: c, version: c.snap.Version, createdAt: c.snap.CreatedAt, versionHeader: []string{strconv.FormatUint(c.snap.Version, 10)},
 		table: c.table, shed: c.snap.ShedFraction, stale: c.stale, spill: pp.spill,
 	}
 	if c.table == nil {

@@ -21,6 +21,8 @@ type engine struct {
 	name     string
 	id       uint16 // 1.. process-wide; 0 when ids ran out
 	capacity int    // concurrent sequences; 0 when unknown
+	// nameHeader is the X-Ilb-Engine value, built once and shared.
+	nameHeader []string
 
 	// Where it is: swapped when the fleet file changes (fleet.go), read
 	// on the request path.
@@ -112,7 +114,7 @@ func (r *registry) getLocked(name string) *engine {
 	if e, ok := r.byName[name]; ok {
 		return e
 	}
-	e := &engine{name: name, capacity: r.capacity[name]}
+	e := &engine{name: name, capacity: r.capacity[name], nameHeader: []string{name}}
 	e.setURL(r.urls[name])
 	if r.nextID <= maxEngineIDs {
 		e.id = uint16(r.nextID)

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"maps"
+	"net/url"
 	"strings"
 	"time"
 
@@ -20,22 +21,24 @@ import (
 // engineAddr is an engine's base URL and each proxied endpoint's URL.
 type engineAddr struct {
 	base     string
-	urls     [len(endpoints)]string // by affinity.Kind
-	endpoint string                 // host:port of base, the endpoint picker's name for it; "" without base
+	urls     [len(endpoints)]string   // by affinity.Kind
+	parsed   [len(endpoints)]*url.URL // urls parsed once, shared read-only by the requests
+	endpoint string                   // host:port of base, the endpoint picker's name for it; "" without base
 	// drainUntil, when set, is when a removed engine stops taking the
 	// requests of its ongoing conversations; new conversations avoid it
 	// at once.
 	drainUntil time.Time
 }
 
-func newEngineAddr(url string) *engineAddr {
-	a := &engineAddr{base: url}
-	if url != "" {
-		base := strings.TrimSuffix(url, "/")
+func newEngineAddr(raw string) *engineAddr {
+	a := &engineAddr{base: raw}
+	if raw != "" {
+		base := strings.TrimSuffix(raw, "/")
 		for _, ep := range endpoints {
 			a.urls[ep.kind] = base + ep.path
+			a.parsed[ep.kind], _ = url.Parse(a.urls[ep.kind]) // checked by Config.Validate and the fleet file's validation
 		}
-		a.endpoint = hostPort(url)
+		a.endpoint = hostPort(raw)
 	}
 	return a
 }

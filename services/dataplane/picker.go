@@ -58,16 +58,18 @@ type slot struct {
 // picker is an immutable routing state for one cluster. The zero-snapshot
 // picker has err set and nothing else.
 type picker struct {
-	err       error
-	c         *cluster
-	version   uint64
-	createdAt time.Time
-	table     *sched.Table // nil when the snapshot sheds everything
-	slots     []slot       // by table index
-	byID      map[uint16]int
-	shed      float64
-	stale     bool
-	spill     float64 // 1+ε
+	err     error
+	c       *cluster
+	version uint64
+	// versionHeader is the X-Ilb-Snapshot-Version value, built once.
+	versionHeader []string
+	createdAt     time.Time
+	table         *sched.Table // nil when the snapshot sheds everything
+	slots         []slot       // by table index
+	byID          map[uint16]int
+	shed          float64
+	stale         bool
+	spill         float64 // 1+ε
 }
 
 // choice is the outcome of a pick.

@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -28,6 +26,7 @@ type proxyRequest struct {
 	hash    uint64      // key.Hash, or a random hash when there is no key
 	body    []byte      // the whole body, when it had to be read
 	stream  *bodyReader // the unread body, when the headers sufficed
+	first   replayBody  // the first attempt's reader of body
 	size    int64       // Content-Length of the incoming request
 	ctx     context.Context
 	span    trace.Span
@@ -60,6 +59,10 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// serverSpan is the start option of the data plane's server spans, built
+// once: an option built per request is an allocation per request.
+var serverSpan = trace.WithSpanKind(trace.SpanKindServer)
+
 // serveProxy returns the handler that proxies POST ep.path to the picked
 // engine.
 func (d *DataPlane) serveProxy(ep endpoint) http.HandlerFunc {
@@ -68,7 +71,7 @@ func (d *DataPlane) serveProxy(ep endpoint) http.HandlerFunc {
 			return
 		}
 		ctx := d.prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-		ctx, span := d.tracer.Start(ctx, "ilb.dataplane.route", trace.WithSpanKind(trace.SpanKindServer))
+		ctx, span := d.tracer.Start(ctx, "ilb.dataplane.route", serverSpan)
 		defer span.End()
 		in, code, err := d.readRequest(w, r, ep)
 		if err != nil {
@@ -93,8 +96,10 @@ func (d *DataPlane) route(w http.ResponseWriter, r *http.Request, in *proxyReque
 		return
 	}
 	p := c.cur.Load()
-	in.span.SetAttributes(attribute.String("ilb.cluster", c.name), attribute.Int64("ilb.snapshot_version", int64(p.version)),
-		attribute.String("ilb.key_source", in.key.Source.String()))
+	if in.span.IsRecording() { // attributes cost allocations: only for sampled spans
+		in.span.SetAttributes(attribute.String("ilb.cluster", c.name), attribute.Int64("ilb.snapshot_version", int64(p.version)),
+			attribute.String("ilb.key_source", in.key.Source.String()))
+	}
 	if p.err == nil && !c.throttle.admit(d.rand()) {
 		c.throttled.Add(1)
 		w.Header().Set("Retry-After", retryAfterSeconds(d.cfg.RetryAfter))
@@ -130,7 +135,7 @@ func (d *DataPlane) readRequest(w http.ResponseWriter, r *http.Request, ep endpo
 			return nil, bodyErrorCode(err), d.bodyError(err)
 		}
 	} else {
-		body, err := io.ReadAll(limited)
+		body, err := readBody(limited, r.ContentLength)
 		if err != nil {
 			return nil, bodyErrorCode(err), d.bodyError(err)
 		}
@@ -158,7 +163,7 @@ func (d *DataPlane) bufferOrStream(in *proxyRequest, body io.Reader, length int6
 		in.stream = &bodyReader{r: body}
 		return nil
 	}
-	head, err := io.ReadAll(io.LimitReader(body, d.cfg.RetryBodyBytes+1))
+	head, err := readBody(io.LimitReader(body, d.cfg.RetryBodyBytes+1), min(length, d.cfg.RetryBodyBytes))
 	if err != nil {
 		return err
 	}
@@ -196,7 +201,7 @@ func (d *DataPlane) forward(w http.ResponseWriter, r *http.Request, c *cluster, 
 		c.inflight.Add(1)
 		s.cell.inflight.Add(1)
 		in.pending.start(c, s.eng, in.size)
-		resp, err := d.send(in, r, s)
+		resp, err := d.send(in, r, s, attempt)
 		next, retry := d.nextAttempt(c, p, in, ch, &tr, resp, err, attempt, ongoing)
 		if !retry {
 			d.respond(w, c, p, s, in, ch, resp, err, attempt)
@@ -231,34 +236,6 @@ func (d *DataPlane) nextAttempt(c *cluster, p *picker, in *proxyRequest, ch choi
 	return next, true
 }
 
-// send makes one attempt and records its outcome for outlier detection.
-func (d *DataPlane) send(in *proxyRequest, r *http.Request, s *slot) (*http.Response, error) {
-	if s.eng.url() == "" {
-		return nil, errors.New("no URL configured for it (give one with --engine or the fleet file)")
-	}
-	s.eng.live.sent.Add(1)
-	req, err := http.NewRequestWithContext(in.ctx, http.MethodPost, s.eng.endpointURL(in.ep.kind), in.reader())
-	if err != nil {
-		return nil, fmt.Errorf("engine %q: %w", s.eng.name, err)
-	}
-	copyHeaders(req.Header, r.Header)
-	req.ContentLength = in.size
-	if in.stream == nil {
-		req.ContentLength = int64(len(in.body))
-	}
-	d.prop.Inject(in.ctx, propagation.HeaderCarrier(req.Header))
-	start := d.now()
-	resp, err := d.client.Do(req)
-	if in.ctx.Err() != nil || tooLarge(err) { // the client's doing, not the engine's
-		return resp, err
-	}
-	failed := err != nil || resp.StatusCode >= 500
-	if s.eng.observe(failed, d.now().Sub(start), d.cfg.Outlier.Consecutive5xx) {
-		d.wake()
-	}
-	return resp, err
-}
-
 // shouldRetry reports whether a failed attempt may be retried, counting
 // the failures that are not only because the body was streamed away.
 func (d *DataPlane) shouldRetry(c *cluster, resp *http.Response, err error, attempt int, in *proxyRequest) bool {
@@ -274,6 +251,9 @@ func (d *DataPlane) shouldRetry(c *cluster, resp *http.Response, err error, atte
 
 // tooLarge reports whether err is the incoming body exceeding its limit.
 func tooLarge(err error) bool {
+	if err == nil {
+		return false
+	}
 	var mb *http.MaxBytesError
 	return errors.As(err, &mb)
 }
@@ -288,8 +268,11 @@ func discard(resp *http.Response) {
 // respond writes the engine's answer (or a 502 when there is none) to the
 // client, streaming the body and flushing each chunk of an event stream.
 func (d *DataPlane) respond(w http.ResponseWriter, c *cluster, p *picker, s *slot, in *proxyRequest, ch choice, resp *http.Response, err error, retries int) {
-	in.span.SetAttributes(attribute.String("ilb.engine", s.eng.name), attribute.Int("ilb.retries", retries))
-	if ch.reason != noFallback {
+	recording := in.span.IsRecording()
+	if recording {
+		in.span.SetAttributes(attribute.String("ilb.engine", s.eng.name), attribute.Int("ilb.retries", retries))
+	}
+	if recording && ch.reason != noFallback {
 		in.span.SetAttributes(attribute.String("ilb.fallback", ch.reason.String()))
 	}
 	if err != nil {
@@ -308,59 +291,16 @@ func (d *DataPlane) respond(w http.ResponseWriter, c *cluster, p *picker, s *slo
 	defer resp.Body.Close()
 	c.throttle.outcome(resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable)
 	h := w.Header()
-	copyHeaders(h, resp.Header)
-	h.Set(HeaderEngine, s.eng.name)
-	h.Set(HeaderVersion, strconv.FormatUint(p.version, 10))
+	forwardHeaders(h, resp.Header)
+	h[HeaderEngine], h[HeaderVersion] = s.eng.nameHeader, p.versionHeader
 	c.countCode(resp.StatusCode)
-	in.span.SetAttributes(attribute.Int("http.response.status_code", resp.StatusCode))
+	if recording {
+		in.span.SetAttributes(attribute.Int("http.response.status_code", resp.StatusCode))
+	}
 	w.WriteHeader(resp.StatusCode)
 	stream := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") || resp.ContentLength < 0
 	if err := copyBody(w, resp.Body, stream, in.pending.done); err != nil && in.ctx.Err() == nil {
 		in.span.SetStatus(codes.Error, "copying the response: "+err.Error())
 		d.log.Debug("response copy ended early", "engine", s.eng.name, "err", err)
-	}
-}
-
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
-
-// copyBody copies body to w, flushing after every read when stream is
-// set, so server-sent events reach the client chunk by chunk. first is
-// called when the first bytes arrive (a streamed answer's first token).
-func copyBody(w http.ResponseWriter, body io.Reader, stream bool, first func()) error {
-	bp := bufPool.Get().(*[]byte)
-	defer bufPool.Put(bp)
-	rc := http.NewResponseController(w)
-	for {
-		n, err := body.Read(*bp)
-		if n > 0 {
-			first()
-			if _, werr := w.Write((*bp)[:n]); werr != nil {
-				return werr
-			}
-			if stream {
-				_ = rc.Flush()
-			}
-		}
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-	}
-}
-
-// hopHeaders are not forwarded (RFC 9110, section 7.6.1).
-var hopHeaders = map[string]bool{
-	"Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true, "Proxy-Authorization": true,
-	"Proxy-Connection": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
-}
-
-func copyHeaders(dst, src http.Header) {
-	for k, vs := range src {
-		if hopHeaders[k] {
-			continue
-		}
-		dst[k] = append([]string(nil), vs...)
 	}
 }

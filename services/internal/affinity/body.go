@@ -31,39 +31,25 @@ type Body struct {
 	FirstTurn bool
 }
 
-// wireBody is the part of a request body ParseBody reads; everything
-// else is passed to the engine untouched.
-type wireBody struct {
-	User     string        `json:"user"`
-	Cluster  string        `json:"cluster"`
-	Model    string        `json:"model"`
-	Messages []wireMessage `json:"messages"`
-}
-
-type wireMessage struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
-}
-
 // ParseBody reads the routing fields of a JSON request body of the given
 // kind. With derive, a chat's prompt key is computed (Body.PromptKey); a
 // completion or embedding request never has one (README.md says why). A
 // body that is not a JSON object, or whose routing fields have the wrong
 // types, is an error.
 func ParseBody(kind Kind, body []byte, derive bool) (Body, error) {
-	var w wireBody
-	if err := json.Unmarshal(body, &w); err != nil {
+	w, err := scanBody(body)
+	if err != nil {
 		return Body{}, fmt.Errorf("request body is not a JSON %s request: %w", kind, err)
 	}
-	b := Body{User: w.User, Cluster: w.Cluster, Model: w.Model}
+	b := Body{User: w.user, Cluster: w.cluster, Model: w.model}
 	if kind != Chat || !derive {
 		return b, nil
 	}
-	key, ok, err := chatKey(w.Model, w.Messages)
+	key, ok, err := chatKey(w.model, w.messages)
 	if err != nil {
 		return Body{}, err
 	}
-	b.PromptKey, b.HasPrompt, b.FirstTurn = key, ok, firstTurn(w.Messages)
+	b.PromptKey, b.HasPrompt, b.FirstTurn = key, ok, firstTurn(w.messages)
 	return b, nil
 }
 
@@ -71,14 +57,15 @@ func ParseBody(kind Kind, body []byte, derive bool) (Body, error) {
 // first user message, and that message. Without a user message there is
 // no key: a prompt of system messages alone would join unrelated
 // conversations.
-func chatKey(model string, msgs []wireMessage) (uint64, bool, error) {
+func chatKey(model string, msgs []message) (uint64, bool, error) {
 	k := NewPromptKey(model)
+	var buf bytes.Buffer
 	for i, m := range msgs {
-		text, err := contentText(m.Content)
+		text, err := contentText(m.content, &buf)
 		if err != nil {
 			return 0, false, fmt.Errorf("messages[%d].content: %w", i, err)
 		}
-		switch m.Role {
+		switch m.role {
 		case "system", "developer":
 			k.System(text)
 		case "user":
@@ -90,9 +77,9 @@ func chatKey(model string, msgs []wireMessage) (uint64, bool, error) {
 }
 
 // firstTurn reports whether no message is a model's answer yet.
-func firstTurn(msgs []wireMessage) bool {
+func firstTurn(msgs []message) bool {
 	for _, m := range msgs {
-		switch m.Role {
+		switch m.role {
 		case "assistant", "tool", "function":
 			return false
 		}
@@ -103,24 +90,21 @@ func firstTurn(msgs []wireMessage) bool {
 // contentText is the text a message's content is keyed by: a string's
 // value, "" for null or absent, and the compact JSON of an array of parts
 // (text, images, audio), so that the same parts sent again give the same
-// key however they were spaced.
-func contentText(raw json.RawMessage) (string, error) {
-	raw = bytes.TrimSpace(raw)
+// key however they were spaced. The result may view raw or buf: it is for
+// hashing at once, not for keeping.
+func contentText(raw []byte, buf *bytes.Buffer) (string, error) {
 	switch {
-	case len(raw) == 0 || bytes.Equal(raw, []byte("null")):
+	case len(raw) == 0 || string(raw) == "null":
 		return "", nil
 	case raw[0] == '"':
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return "", err
-		}
-		return s, nil
+		inner := raw[1 : len(raw)-1] // validated by the scan
+		return decodeString(inner, bytes.IndexByte(inner, '\\') >= 0, false), nil
 	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, raw); err != nil {
+	buf.Reset()
+	if err := json.Compact(buf, raw); err != nil {
 		return "", err
 	}
-	return buf.String(), nil
+	return view(buf.Bytes()), nil
 }
 
 func (k Kind) String() string {
