@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,7 +24,12 @@ import (
 	"github.com/ilb-router/ilb/solver/sched"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if engine := os.Getenv(helperEngineEnv); engine != "" {
+		os.Exit(runHelperPlane(engine)) // a data plane process for BenchmarkProxyOneCore
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // t0 is the virtual "now" of tests that do not care about wall time.
 var t0 = time.Date(2026, 11, 29, 22, 0, 0, 0, time.UTC)
