@@ -62,6 +62,9 @@ func TestLocalAdmission(t *testing.T) {
 		env.Error.Code != codeShed || env.Error.Message == "" {
 		t.Fatalf("/v1/pick refused by admission: %d %q %s", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
 	}
+	if info := decodeJSON[routingInfo](t, getPath(d.Handler(), "/v1/routing?cluster=fe-a")); info.RefusedTotal != 51 || info.ShedTotal != 0 {
+		t.Errorf("/v1/routing refused_total %d, shed_total %d; want 51 and 0", info.RefusedTotal, info.ShedTotal)
+	}
 	status("eng-a", 8, 3) // 2 x the limit: even the ongoing one goes elsewhere or is refused
 	if got, err := tryPick(d, "fe-a", ongoing); err == nil && got == "eng-a" {
 		t.Fatalf("ongoing conversation admitted at queue 8 = 2 x limit")

@@ -77,7 +77,12 @@ type routingInfo struct {
 	ShedFraction float64            `json:"shed_fraction"`
 	TableSlots   int                `json:"table_slots,omitempty"`
 	NewShare     float64            `json:"new_conversation_share"`
-	Engines      []engineInfo       `json:"engines"`
+	// ShedTotal and RefusedTotal count the requests refused since start,
+	// by reason: the snapshot's shed fraction (ilb_dataplane_shed_total)
+	// and local admission (ilb_dataplane_admission_refused_total).
+	ShedTotal    int64        `json:"shed_total"`
+	RefusedTotal int64        `json:"refused_total"`
+	Engines      []engineInfo `json:"engines"`
 }
 
 type engineInfo struct {
@@ -121,7 +126,7 @@ func (d *DataPlane) routingInfo(c *cluster, now time.Time) routingInfo {
 	info := routingInfo{Cluster: c.name, Ready: p.err == nil, Version: p.version, Stale: p.stale,
 		AgeSeconds: p.age(now).Seconds(), StaleAfterS: d.cfg.StaleAfter.Seconds(), Source: source,
 		ShedFraction: p.shed, NewShare: c.newConversationShare(), Weights: map[string]float64{},
-		Engines: []engineInfo{}}
+		ShedTotal: c.shed.Load(), RefusedTotal: c.refused.Load(), Engines: []engineInfo{}}
 	if snap != nil {
 		info.Weights = snap.Weights
 		created := snap.CreatedAt

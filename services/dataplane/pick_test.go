@@ -262,6 +262,10 @@ func TestShedNewConversationsFirst(t *testing.T) {
 	if _, err := tryPick(d, "fe-a", "brand-new"); !errors.Is(err, ErrShed) {
 		t.Fatalf("new conversation passed while ongoing ones are shed: %v", err)
 	}
+	info := decodeJSON[routingInfo](t, getPath(d.Handler(), "/v1/routing?cluster=fe-a"))
+	if want := int64(shed + shedOld + 1); info.ShedTotal != want || info.RefusedTotal != 0 {
+		t.Errorf("/v1/routing shed_total %d, refused_total %d; want %d and 0", info.ShedTotal, info.RefusedTotal, want)
+	}
 }
 
 // TestShedHTTP: shed requests get 429 with Retry-After while ongoing

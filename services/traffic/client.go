@@ -3,6 +3,7 @@ package traffic
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -55,6 +56,7 @@ type chatResponse struct {
 	} `json:"choices"`
 	Usage *struct {
 		PromptTokens        int `json:"prompt_tokens"`
+		CompletionTokens    int `json:"completion_tokens"`
 		PromptTokensDetails struct {
 			CachedTokens int `json:"cached_tokens"`
 		} `json:"prompt_tokens_details"`
@@ -69,8 +71,13 @@ type result struct {
 	engine       string
 	promptTokens int
 	cachedTokens int
+	outputTokens int // usage.completion_tokens; 0 when not reported
 	latency      time.Duration
-	ttft         time.Duration // 0 unless streamed
+	// streamed is true for an answer read as server-sent events: only
+	// then are ttft and tbot measured.
+	streamed bool
+	ttft     time.Duration // to the first content chunk
+	tbot     time.Duration // mean between output tokens (meanTBOT)
 }
 
 // client sends chat completions to the data plane.
@@ -154,16 +161,22 @@ func readCompletion(body io.Reader, r *result) error {
 func (r *result) usage(cr *chatResponse) {
 	if cr.Usage != nil {
 		r.promptTokens = cr.Usage.PromptTokens
+		r.outputTokens = cr.Usage.CompletionTokens
 		r.cachedTokens = cr.Usage.PromptTokensDetails.CachedTokens
 	}
 }
 
 // readStream reads server-sent events up to "data: [DONE]", gathering the
-// content deltas and the usage chunk and timing the first token.
+// content deltas and the usage chunk, and timing the first token and the
+// mean time between tokens: from the first content chunk to the last one
+// over the tokens between them (the usage's completion_tokens, else one a
+// chunk; an engine may send several tokens a chunk).
 func readStream(body io.Reader, r *result, start time.Time) error {
 	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 0, 64<<10), maxBodyBytes)
 	var sb strings.Builder
+	var first, last time.Time
+	chunks := 0
 	for sc.Scan() {
 		data, ok := strings.CutPrefix(sc.Text(), "data:")
 		if !ok {
@@ -171,20 +184,20 @@ func readStream(body io.Reader, r *result, start time.Time) error {
 		}
 		data = strings.TrimSpace(data)
 		if data == "[DONE]" {
-			r.content = sb.String()
+			r.content, r.streamed = sb.String(), true
+			r.tbot = meanTBOT(first, last, cmp.Or(r.outputTokens, chunks))
 			return nil
 		}
 		var cr chatResponse
 		if err := json.Unmarshal([]byte(data), &cr); err != nil {
 			return fmt.Errorf("decode stream chunk: %w", err)
 		}
-		for _, ch := range cr.Choices {
-			if ch.Delta != nil && ch.Delta.Content != "" {
-				if r.ttft == 0 {
-					r.ttft = time.Since(start)
-				}
-				sb.WriteString(ch.Delta.Content)
+		if content(&cr, &sb) {
+			last = time.Now()
+			if chunks == 0 {
+				first, r.ttft = last, last.Sub(start)
 			}
+			chunks++
 		}
 		r.usage(&cr)
 	}
@@ -192,4 +205,17 @@ func readStream(body io.Reader, r *result, start time.Time) error {
 		return fmt.Errorf("read stream: %w", err)
 	}
 	return errors.New("stream ended before [DONE]")
+}
+
+// content appends a chunk's content deltas to sb and reports whether it
+// had any.
+func content(cr *chatResponse, sb *strings.Builder) bool {
+	had := false
+	for _, ch := range cr.Choices {
+		if ch.Delta != nil && ch.Delta.Content != "" {
+			sb.WriteString(ch.Delta.Content)
+			had = true
+		}
+	}
+	return had
 }

@@ -49,9 +49,12 @@ type Config struct {
 	MeanMaxTokens      int
 	MeanThink          time.Duration
 
-	// Stream asks for server-sent events, so the time to first token is
-	// measured at the client.
+	// Stream asks for server-sent events, so the time to first token and
+	// between tokens are measured at the client.
 	Stream bool
+	// SLO judges each answer: Stats' Good counts those within it (streamed
+	// answers only). DefaultConfig takes the fleet's (SLOOf).
+	SLO SLO
 	// MaxInFlight bounds the requests outstanding at once; a turn due when
 	// it is reached is dropped (and its conversation ends).
 	MaxInFlight int
@@ -86,6 +89,7 @@ func DefaultConfig() Config {
 		MeanMaxTokens:      150,
 		MeanThink:          3 * time.Second,
 		Stream:             true,
+		SLO:                SLOOf(f),
 		MaxInFlight:        512,
 		MaxConversations:   4096,
 		RequestTimeout:     2 * time.Minute,
@@ -172,5 +176,5 @@ func (c Config) validateLimits() error {
 	case c.LatencySamples < 1 || c.LatencySamples > 1<<20:
 		return fmt.Errorf("latency samples %d must be in [1, 2^20]", c.LatencySamples)
 	}
-	return nil
+	return c.SLO.validate()
 }

@@ -14,9 +14,10 @@
 // turns, message lengths and text, think times) is drawn from the seed
 // when it arrives, so a run is deterministic given the seed up to the
 // timing of the responses. Stats reports what was sent and what came back:
-// served, shed (429), errors, drops when the in-flight bound is reached,
-// latency and time to first token, the engines that served each cluster
-// and how often a follow-up turn landed on the previous turn's engine.
+// served, served within the SLO (good), shed (429), errors, drops when the
+// in-flight bound is reached, latency, time to first token and mean time
+// between tokens, the engines that served each cluster and how often a
+// follow-up turn landed on the previous turn's engine.
 //
 // # Concurrency
 //

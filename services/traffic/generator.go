@@ -151,7 +151,7 @@ func (g *Generator) converse(ctx context.Context, c *counters, s *Script) {
 func (g *Generator) record(c *counters, r *result, followUp bool, prev string) bool {
 	switch {
 	case r.err == nil && r.status == http.StatusOK:
-		c.answered(r, followUp, r.engine != "" && r.engine == prev)
+		c.answered(r, g.cfg.SLO.met(r), followUp, r.engine != "" && r.engine == prev)
 		return true
 	case r.status == http.StatusTooManyRequests:
 		c.shed.Add(1)

@@ -100,6 +100,11 @@ func checkConversations(t *testing.T, stream bool) {
 	if a.TTFTMs.P50 != wantTTFT {
 		t.Errorf("ttft %+v, want %v ms", a.TTFTMs, wantTTFT)
 	}
+	// The default SLO (2 s, 100 ms) holds every streamed answer of the
+	// fake; an answer that was not streamed is never judged good.
+	if wantGood := map[bool]int64{true: tot.OK, false: 0}[stream]; tot.Good != wantGood {
+		t.Errorf("good %d of %d answered, want %d", tot.Good, tot.OK, wantGood)
+	}
 }
 
 func TestGeneratorSwingRaisesRequests(t *testing.T) {

@@ -8,10 +8,11 @@ import (
 )
 
 // Instrument names; the Prometheus exporter makes them
-// ilb_traffic_requests_total, ilb_traffic_conversations_total and
-// ilb_traffic_in_flight.
+// ilb_traffic_requests_total, ilb_traffic_good_total,
+// ilb_traffic_conversations_total and ilb_traffic_in_flight.
 const (
 	metricRequests      = "ilb.traffic.requests"
+	metricGood          = "ilb.traffic.good"
 	metricConversations = "ilb.traffic.conversations"
 	metricInFlight      = "ilb.traffic.in_flight"
 	scopeName           = "github.com/ilb-router/ilb/services/traffic"
@@ -26,6 +27,11 @@ func newMetrics(mp metric.MeterProvider, g *Generator) (*metrics, error) {
 	m := mp.Meter(scopeName)
 	req, err := m.Int64ObservableCounter(metricRequests,
 		metric.WithDescription("Requests the traffic generator sent, by cluster and result (ok, shed, error, dropped)."))
+	if err != nil {
+		return nil, err
+	}
+	good, err := m.Int64ObservableCounter(metricGood,
+		metric.WithDescription("Answered requests served within the fleet's SLO (TTFT and mean TBOT), by cluster: goodput."))
 	if err != nil {
 		return nil, err
 	}
@@ -48,11 +54,12 @@ func newMetrics(mp metric.MeterProvider, g *Generator) (*metrics, error) {
 			}{{"ok", c.ok.Load()}, {"shed", c.shed.Load()}, {"error", c.errs.Load()}, {"dropped", c.dropped.Load()}} {
 				o.ObserveInt64(req, r.n, metric.WithAttributes(cl, attribute.String("result", r.result)))
 			}
+			o.ObserveInt64(good, c.good.Load(), metric.WithAttributes(cl))
 			o.ObserveInt64(conv, c.convs.Load(), metric.WithAttributes(cl))
 			o.ObserveInt64(infl, c.inFlight.Load(), metric.WithAttributes(cl))
 		}
 		return nil
-	}, req, conv, infl)
+	}, req, good, conv, infl)
 	if err != nil {
 		return nil, err
 	}

@@ -28,10 +28,14 @@ type ClusterStats struct {
 	ActiveConversations int64
 	Sent                int64 // requests sent
 	OK                  int64 // answered 200
-	Shed                int64 // answered 429
-	Errors              int64 // any other status, or a transport error
-	Dropped             int64 // turns or arrivals not sent: a bound was reached
-	InFlight            int64
+	// Good counts the answers within Config.SLO: goodput. Good over
+	// OK+Shed+Errors is the SLO attainment, shed and failed requests
+	// counting as misses.
+	Good     int64
+	Shed     int64 // answered 429
+	Errors   int64 // any other status, or a transport error
+	Dropped  int64 // turns or arrivals not sent: a bound was reached
+	InFlight int64
 
 	// PromptTokens and CachedTokens sum the usage the engines reported;
 	// CachedTokens/PromptTokens is the prefix-cache hit ratio the traffic
@@ -45,6 +49,7 @@ type ClusterStats struct {
 
 	LatencyMs Quantiles // whole request, over the recent answered ones
 	TTFTMs    Quantiles // to the first streamed token (Stream only)
+	TBOTMs    Quantiles // mean time between output tokens (Stream only)
 	// Engines counts answered requests by the engine that served them (the
 	// data plane's X-Ilb-Engine header).
 	Engines map[string]int64
@@ -66,6 +71,7 @@ type counters struct {
 	active   atomic.Int64
 	sent     atomic.Int64
 	ok       atomic.Int64
+	good     atomic.Int64
 	shed     atomic.Int64
 	errs     atomic.Int64
 	dropped  atomic.Int64
@@ -78,17 +84,21 @@ type counters struct {
 	mu      sync.Mutex // guards the rings and engines
 	latency ring
 	ttft    ring
+	tbot    ring
 	engines map[string]int64
 }
 
 func newCounters(name string, baseRPS float64, samples int) *counters {
 	return &counters{name: name, baseRPS: baseRPS, latency: newRing(samples), ttft: newRing(samples),
-		engines: map[string]int64{}}
+		tbot: newRing(samples), engines: map[string]int64{}}
 }
 
-// answered records a 200 response.
-func (c *counters) answered(r *result, followUp, sameEngine bool) {
+// answered records a 200 response; good says it met the SLO.
+func (c *counters) answered(r *result, good, followUp, sameEngine bool) {
 	c.ok.Add(1)
+	if good {
+		c.good.Add(1)
+	}
 	c.prompt.Add(int64(r.promptTokens))
 	c.cached.Add(int64(r.cachedTokens))
 	if followUp {
@@ -99,8 +109,9 @@ func (c *counters) answered(r *result, followUp, sameEngine bool) {
 	}
 	c.mu.Lock()
 	c.latency.add(ms(r.latency))
-	if r.ttft > 0 {
+	if r.streamed {
 		c.ttft.add(ms(r.ttft))
+		c.tbot.add(ms(r.tbot))
 	}
 	if r.engine != "" {
 		c.engines[r.engine]++
@@ -114,12 +125,13 @@ func (c *counters) stats(swings []Swing, elapsed time.Duration) ClusterStats {
 	m := Multiplier(swings, c.name, elapsed)
 	s := ClusterStats{Cluster: c.name, DemandRPS: c.baseRPS * m, Multiplier: m,
 		Conversations: c.convs.Load(), ActiveConversations: c.active.Load(), Sent: c.sent.Load(),
-		OK: c.ok.Load(), Shed: c.shed.Load(), Errors: c.errs.Load(), Dropped: c.dropped.Load(),
+		OK: c.ok.Load(), Good: c.good.Load(), Shed: c.shed.Load(), Errors: c.errs.Load(), Dropped: c.dropped.Load(),
 		InFlight: c.inFlight.Load(), PromptTokens: c.prompt.Load(), CachedTokens: c.cached.Load(),
 		FollowUps: c.follow.Load(), SameEngine: c.same.Load()}
 	c.mu.Lock()
 	s.LatencyMs = quantiles(c.latency.values())
 	s.TTFTMs = quantiles(c.ttft.values())
+	s.TBOTMs = quantiles(c.tbot.values())
 	s.Engines = maps.Clone(c.engines)
 	c.mu.Unlock()
 	return s
@@ -134,6 +146,7 @@ func total(cs []*counters, per []ClusterStats) ClusterStats {
 		t.ActiveConversations += s.ActiveConversations
 		t.Sent += s.Sent
 		t.OK += s.OK
+		t.Good += s.Good
 		t.Shed += s.Shed
 		t.Errors += s.Errors
 		t.Dropped += s.Dropped
@@ -146,14 +159,15 @@ func total(cs []*counters, per []ClusterStats) ClusterStats {
 			t.Engines[e] += n
 		}
 	}
-	var lat, ttft []float64
+	var lat, ttft, tbot []float64
 	for _, c := range cs {
 		c.mu.Lock()
 		lat = append(lat, c.latency.values()...)
 		ttft = append(ttft, c.ttft.values()...)
+		tbot = append(tbot, c.tbot.values()...)
 		c.mu.Unlock()
 	}
-	t.LatencyMs, t.TTFTMs = quantiles(lat), quantiles(ttft)
+	t.LatencyMs, t.TTFTMs, t.TBOTMs = quantiles(lat), quantiles(ttft), quantiles(tbot)
 	base := 0.0
 	for _, c := range cs {
 		base += c.baseRPS
