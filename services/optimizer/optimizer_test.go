@@ -69,6 +69,16 @@ func TestOptimizerPublishesEveryCluster(t *testing.T) {
 		e := o.State().Engines[0]
 		return e.Name == "east-h100-0" && e.Profile == sourceFitted && e.BaseCapacityRPS == 3
 	})
+	// The state carries the model in force and its predictions at the
+	// planned load: the page's calibration table reads them.
+	e := o.State().Engines[0]
+	if m := e.Model; m == nil || m.CapacityRps != e.CapacityRPS || m.TTFT.BaseMs != 140 || m.TBOT.SlopeMs != 40 {
+		t.Fatalf("engine %s model %+v, want the fitted profile at capacity %v", e.Name, m, e.CapacityRPS)
+	}
+	rho := min(e.LoadRPS/e.CapacityRPS, 0.99)
+	if wt, wb := 140+30*rho/(1-rho), 30+40*rho; math.Abs(e.PredictedTTFTMs-wt) > 1e-9 || math.Abs(e.PredictedTBOTMs-wb) > 1e-9 {
+		t.Errorf("predicted TTFT %v TBOT %v at %v rps, want %v and %v", e.PredictedTTFTMs, e.PredictedTBOTMs, e.LoadRPS, wt, wb)
+	}
 }
 
 // checkServed checks one cluster's snapshot: at the manifest's version,

@@ -3,6 +3,7 @@ package optimizer
 import (
 	"time"
 
+	"github.com/ilb-router/ilb/solver/optimize"
 	"github.com/ilb-router/ilb/streams/kv"
 )
 
@@ -71,6 +72,14 @@ type EngineState struct {
 	LoadRPS     float64  `json:"load_rps"`
 	// Utilization is LoadRPS / CapacityRPS (0 without capacity).
 	Utilization float64 `json:"utilization"`
+	// Model is the latency model the solve used for this engine (its
+	// profile at the derated capacity); PredictedTTFTMs and
+	// PredictedTBOTMs are what it predicts at LoadRPS, without the
+	// network (optimize.Engine.Predict). Compared with what the engine
+	// then does, they are the model's calibration error (`ilb dev`'s page).
+	Model           *optimize.Engine `json:"model,omitempty"`
+	PredictedTTFTMs float64          `json:"predicted_ttft_ms"`
+	PredictedTBOTMs float64          `json:"predicted_tbot_ms"`
 }
 
 // HistoryPoint is one published version.
@@ -138,6 +147,10 @@ func engineStates(r *solveResult) []EngineState {
 			LoadRPS: r.sol.EngineLoadRps[c.fleet.Name]}
 		if e.CapacityRPS > 0 {
 			e.Utilization = e.LoadRPS / e.CapacityRPS
+			m := c.profile.engine
+			m.CapacityRps = e.CapacityRPS
+			e.Model = &m
+			e.PredictedTTFTMs, e.PredictedTBOTMs = m.Predict(e.LoadRPS)
 		}
 		out = append(out, e)
 	}
