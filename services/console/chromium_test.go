@@ -66,7 +66,70 @@ func TestPageRendersInChromium(t *testing.T) {
 			t.Errorf("rendered page lacks %q", want)
 		}
 	}
+	checkGoodputRendered(t, c, dom)
+	checkCalibrationRendered(t, dom)
 	if dir := os.Getenv("ILB_SCREENSHOT_DIR"); dir != "" {
-		headless(t, srv.URL+"/", "--screenshot="+filepath.Join(dir, "console.png"), "--window-size=1400,1300", "--hide-scrollbars")
+		headless(t, srv.URL+"/", "--screenshot="+filepath.Join(dir, "console.png"), "--window-size=1400,2100", "--hide-scrollbars")
+	}
+}
+
+var sloRow = regexp.MustCompile(`data-slo-cluster="([^"]+)" data-attainment-1m="([0-9.]*)" data-attainment="([0-9.]*)" data-shed-snapshot-rps="([0-9.]+)" data-shed-admission-rps="([0-9.]+)"`)
+
+// checkGoodputRendered: every cluster card shows the SLO attainment its
+// state has, and the refusals by reason (the fake's 3/s and 1/s); the
+// charts of attainment and shed are drawn.
+func checkGoodputRendered(t *testing.T, c *Console, dom string) {
+	t.Helper()
+	st, err := c.State()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := sloRow.FindAllStringSubmatch(dom, -1)
+	if len(rows) != len(st.Clusters) {
+		t.Fatalf("%d goodput rows rendered, want one per cluster (%d)", len(rows), len(st.Clusters))
+	}
+	for i, m := range rows {
+		v := st.Clusters[i].SLO
+		if m[1] != st.Clusters[i].Name || v == nil {
+			t.Fatalf("goodput row %d is %q, want %s with an SLO view", i, m[1], st.Clusters[i].Name)
+		}
+		att1, _ := strconv.ParseFloat(m[2], 64)
+		att, _ := strconv.ParseFloat(m[3], 64)
+		snap, _ := strconv.ParseFloat(m[4], 64)
+		adm, _ := strconv.ParseFloat(m[5], 64)
+		if att1 != v.Attainment1m || att != v.Attainment || snap != 3 || adm != 1 {
+			t.Errorf("%s: rendered attainment %v (1 min) and %v, shed %v + %v/s; want %v, %v, 3 and 1", m[1], att1, att, snap, adm, v.Attainment1m, v.Attainment)
+		}
+	}
+	for _, want := range []string{`id="attainment"><svg`, `id="shedchart"><svg`, "refused by local admission</title>", "within SLO, last minute</title>"} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("rendered page lacks %q", want)
+		}
+	}
+}
+
+var calRow = regexp.MustCompile(`data-calibration-row="[a-z]`) // not the script's own text
+
+var calCell = regexp.MustCompile(`<td class="num( off)?" data-cal="(load|ttft|tbot)" data-err="(-?[0-9.]*)">`)
+
+// checkCalibrationRendered: one calibration row per engine, with the
+// errors the fake gives (east-h100-0 planned at twice its load: off).
+func checkCalibrationRendered(t *testing.T, dom string) {
+	t.Helper()
+	if n := len(calRow.FindAllString(dom, -1)); n != 6 {
+		t.Fatalf("%d calibration rows, want 6", n)
+	}
+	row := dom[strings.Index(dom, `data-calibration-row="east-h100-0"`):]
+	row = row[:strings.Index(row, "</tr>")]
+	cells := calCell.FindAllStringSubmatch(row, -1)
+	if len(cells) != 3 {
+		t.Fatalf("east-h100-0 calibration row has %d error cells: %s", len(cells), row)
+	}
+	for _, m := range cells {
+		off, name, e := m[1] != "", m[2], m[3]
+		want := name == "load"
+		if off != want || e == "" {
+			t.Errorf("east-h100-0 %s: off %v (error %q), want off %v with an error", name, off, e, want)
+		}
 	}
 }

@@ -32,6 +32,7 @@ type Console struct {
 	samples int64
 	hist    history
 	prev    previous
+	windows map[string][]engineWindow // recent feature windows, for Calibration
 }
 
 // previous holds the counters of the last good sample of each source,
@@ -40,6 +41,12 @@ type previous struct {
 	traffic map[string]stampedTraffic
 	picks   map[string]stampedCount
 	engines map[string]stampedEngine
+	routing map[string]stampedRefusals
+}
+
+type stampedRefusals struct {
+	shed, refused int64
+	at            time.Time
 }
 
 type stampedEngine struct {

@@ -2,9 +2,11 @@
 // "/" (embedded, vanilla JavaScript and inline SVG, no build step and no
 // CDN) that polls GET /api/state every second and draws, per front-end
 // cluster, the weights the data plane serves and how they moved over time,
-// the snapshot version and age and the shed traffic; per engine the load,
-// in-flight requests, TTFT and prefix-cache hit ratio; and the traffic
-// generator's demand.
+// the snapshot version and age, the shed traffic by reason and the SLO
+// attainment and goodput of the traffic; per engine the load, in-flight
+// requests, TTFT and prefix-cache hit ratio, and the optimizer's model of
+// it against what it did (calibration); and the traffic generator's
+// demand.
 //
 // The console imports no other service. Its inputs are four small
 // interfaces declared here (PlanSource, RoutingSource, EngineSource,

@@ -63,6 +63,12 @@ func (f *fakeFleet) Plan(context.Context) (Plan, error) {
 		w, shed := f.weights(c.Name)
 		p.Clusters = append(p.Clusters, ClusterPlan{Cluster: c.Name, DemandRPS: 12 * c.DemandShare, ShedFraction: shed, Weights: w})
 	}
+	// Every engine is planned at half its capacity: TTFT 300 + 100·ρ/(1−ρ)
+	// predicts 400 ms, TBOT 30 + 20·ρ 40 ms.
+	for _, e := range f.fleet.Engines {
+		p.Engines = append(p.Engines, EnginePlan{Name: e.Name, Profile: "prior", CapacityRPS: 4, LoadRPS: 2,
+			PredictedTTFTMs: 400, PredictedTBOTMs: 40, TTFTBaseMs: 300, TTFTQueueMs: 100, TBOTBaseMs: 30, TBOTSlopeMs: 20})
+	}
 	return p, nil
 }
 
@@ -71,7 +77,7 @@ func (f *fakeFleet) Routing(context.Context) ([]Routing, error) {
 	for _, c := range f.fleet.Clusters {
 		w, shed := f.weights(c.Name)
 		r := Routing{Cluster: c.Name, Ready: true, Version: uint64(f.step/5 + 1), AgeSeconds: float64(f.step % 5),
-			ShedFraction: shed, Weights: w}
+			ShedFraction: shed, Weights: w, ShedTotal: 3 * int64(f.step), RefusedTotal: int64(f.step)}
 		for _, e := range f.fleet.Engines {
 			if w[e.Name] > 0 {
 				r.Engines = append(r.Engines, RoutedEngine{Name: e.Name, Available: true, InFlight: 3, Picks: int64(f.step * 2)})
@@ -85,9 +91,10 @@ func (f *fakeFleet) Routing(context.Context) ([]Routing, error) {
 func (f *fakeFleet) Engines(context.Context) ([]EngineStats, error) {
 	var out []EngineStats
 	for i, e := range f.fleet.Engines {
-		out = append(out, EngineStats{Name: e.Name, LoadRPS: 1 + float64(i)/3 + shift(f.step)*float64(i%2),
-			InFlight: 8, TTFTP50Ms: 300 + 40*float64(i), TTFTP99Ms: 900 + 150*float64(i), CacheHitRatio: 0.55 + 0.05*float64(i),
-			Utilization: 0.4 + 0.09*float64(i), Healthy: i != 3, WindowEnd: f.start.Add(time.Duration(f.step) * time.Second)})
+		out = append(out, EngineStats{Name: e.Name, Requests: 10, LoadRPS: 1 + float64(i)/3 + shift(f.step)*float64(i%2),
+			InFlight: 8, TTFTP50Ms: 300 + 40*float64(i), TTFTP99Ms: 900 + 150*float64(i), TBOTP50Ms: 35, TBOTP99Ms: 60,
+			CacheHitRatio: 0.55 + 0.05*float64(i),
+			Utilization:   0.4 + 0.09*float64(i), Healthy: i != 3, WindowEnd: f.start.Add(time.Duration(f.step) * time.Second)})
 	}
 	out[0].CacheHitRatio = math.NaN() // one bad number must not blank the page
 	if f.onlyFirst {
@@ -105,11 +112,15 @@ func (f *fakeFleet) Traffic(context.Context) ([]TrafficCluster, error) {
 		}
 		n := int64(f.step)
 		out = append(out, TrafficCluster{Cluster: c.Name, DemandRPS: 12 * c.DemandShare * m, Multiplier: m,
-			Sent: 10 * n, OK: 9 * n, Shed: n, PromptTokens: 1000 * n, CachedTokens: 600 * n, FollowUps: 4 * n, SameEngine: 3 * n,
+			Sent: 10 * n, OK: 9 * n, Good: fakeGood(n), Shed: n, PromptTokens: 1000 * n, CachedTokens: 600 * n, FollowUps: 4 * n, SameEngine: 3 * n,
 			LatencyP50Ms: 4000, LatencyP99Ms: 9000, TTFTP50Ms: 350, TTFTP99Ms: 1200})
 	}
 	return out, nil
 }
+
+// fakeGood is the answers within the SLO after n seconds: 8 a second,
+// 5 during the swing (seconds 60 to 180).
+func fakeGood(n int64) int64 { return 8*n - 3*max(0, min(n, 180)-60) }
 
 func (f *fakeFleet) sources() Sources {
 	return Sources{Plan: f, Routing: f, Engines: f, Traffic: f}

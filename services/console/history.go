@@ -21,6 +21,13 @@ type clusterPoint struct {
 	shedRPS float64
 	mult    float64
 	version uint64
+
+	goodRPS, shedSnapRPS, shedAdmRPS float64
+	att1m                            float64 // −1: no outcome in the minute
+	// Cumulative traffic counters, for the attainment over a past span;
+	// counted is false when the traffic source gave none.
+	good, outcomes int64
+	counted        bool
 }
 
 // history is a ring of the last len(buf) points.
@@ -46,6 +53,18 @@ func (h *history) each(fn func(p *point)) {
 	}
 }
 
+// before returns the newest point at or before the Unix millisecond
+// cutoff, else the oldest one; nil when there is none.
+func (h *history) before(cutoff int64) *point {
+	var found *point
+	h.each(func(p *point) {
+		if found == nil || p.t <= cutoff {
+			found = p
+		}
+	})
+	return found
+}
+
 // point records the charted values of st. A cluster's weights are what
 // its data plane serves, else what the optimizer planned.
 func (c *Console) point(st *State, in *inputs, now time.Time) point {
@@ -56,7 +75,14 @@ func (c *Console) point(st *State, in *inputs, now time.Time) point {
 		}
 	}
 	for _, v := range st.Clusters {
-		cp := clusterPoint{weights: make([]float64, len(st.Engines)), sent: v.SentRPS, shedRPS: v.ShedRPS, mult: 1}
+		cp := clusterPoint{weights: make([]float64, len(st.Engines)), sent: v.SentRPS, shedRPS: v.ShedRPS, mult: 1,
+			goodRPS: v.GoodRPS, shedSnapRPS: v.ShedSnapshotRPS, shedAdmRPS: v.ShedAdmissionRPS, att1m: -1}
+		if v.SLO != nil && v.SLO.Outcomes1m > 0 {
+			cp.att1m = round4(v.SLO.Attainment1m)
+		}
+		if t := v.Traffic; t != nil {
+			cp.good, cp.outcomes, cp.counted = t.Good, outcomes(t), true
+		}
 		weights := map[string]float64(nil)
 		switch {
 		case v.Routing != nil && v.Routing.Ready && len(v.Routing.Weights) > 0:
@@ -90,7 +116,9 @@ func (h *history) columns(f *schemas.Fleet) History {
 	for _, cl := range f.Clusters {
 		ch := ClusterHistory{Cluster: cl.Name, Weights: make([][]float64, len(f.Engines)),
 			Shed: make([]float64, 0, h.n), DemandRPS: make([]float64, 0, h.n), SentRPS: make([]float64, 0, h.n),
-			ShedRPS: make([]float64, 0, h.n), Multiplier: make([]float64, 0, h.n), Version: make([]uint64, 0, h.n)}
+			ShedRPS: make([]float64, 0, h.n), Multiplier: make([]float64, 0, h.n), Version: make([]uint64, 0, h.n),
+			GoodRPS: make([]float64, 0, h.n), ShedSnapshotRPS: make([]float64, 0, h.n),
+			ShedAdmissionRPS: make([]float64, 0, h.n), Attainment1m: make([]float64, 0, h.n)}
 		for e := range f.Engines {
 			ch.Weights[e] = make([]float64, 0, h.n)
 		}
@@ -112,6 +140,10 @@ func (h *history) columns(f *schemas.Fleet) History {
 			ch.ShedRPS = append(ch.ShedRPS, cp.shedRPS)
 			ch.Multiplier = append(ch.Multiplier, cp.mult)
 			ch.Version = append(ch.Version, cp.version)
+			ch.GoodRPS = append(ch.GoodRPS, cp.goodRPS)
+			ch.ShedSnapshotRPS = append(ch.ShedSnapshotRPS, cp.shedSnapRPS)
+			ch.ShedAdmissionRPS = append(ch.ShedAdmissionRPS, cp.shedAdmRPS)
+			ch.Attainment1m = append(ch.Attainment1m, cp.att1m)
 		}
 	})
 	return out

@@ -96,6 +96,8 @@ func (c *Console) sample(ctx context.Context, now time.Time) State {
 	}
 	st.Samples = c.samples
 	c.fillEngines(&st, &in, now)
+	c.observeWindows(&st)
+	c.calibrate(&st, in.plan)
 	c.fillClusters(&st, &in, now)
 	if in.plan != nil {
 		st.Optimizer = planView(in.plan, now)
@@ -150,6 +152,7 @@ func (c *Console) fillClusters(st *State, in *inputs, now time.Time) {
 				}
 			}
 		}
+		c.refusalRates(v, now)
 		t := in.traffic[v.Name]
 		v.Traffic = t
 		if t == nil {
@@ -157,13 +160,27 @@ func (c *Console) fillClusters(st *State, in *inputs, now time.Time) {
 		}
 		v.CacheHitRatio = round4(ratio(t.CachedTokens, t.PromptTokens))
 		v.SameEngineRatio = round4(ratio(t.SameEngine, t.FollowUps))
+		v.SLO = c.sloView(i, t, now)
 		p, ok := c.prev.traffic[v.Name]
 		if !ok {
 			continue
 		}
 		dt := now.Sub(p.at)
-		v.SentRPS, v.OKRPS = rate(t.Sent, p.t.Sent, dt), rate(t.OK, p.t.OK, dt)
+		v.SentRPS, v.OKRPS, v.GoodRPS = rate(t.Sent, p.t.Sent, dt), rate(t.OK, p.t.OK, dt), rate(t.Good, p.t.Good, dt)
 		v.ShedRPS, v.ErrorRPS = rate(t.Shed, p.t.Shed, dt), rate(t.Errors, p.t.Errors, dt)
+	}
+}
+
+// refusalRates sets v's data-plane refusals per second, by reason, from
+// its routing counters and the last sample's.
+func (c *Console) refusalRates(v *ClusterView, now time.Time) {
+	r := v.Routing
+	if r == nil {
+		return
+	}
+	if p, ok := c.prev.routing[v.Name]; ok {
+		dt := now.Sub(p.at)
+		v.ShedSnapshotRPS, v.ShedAdmissionRPS = rate(r.ShedTotal, p.shed, dt), rate(r.RefusedTotal, p.refused, dt)
 	}
 }
 
@@ -194,16 +211,18 @@ func trafficView(cs []ClusterView) *TrafficView {
 		v.DemandRPS += t.DemandRPS
 		v.SentRPS += c.SentRPS
 		v.OKRPS += c.OKRPS
+		v.GoodRPS += c.GoodRPS
 		v.ShedRPS += c.ShedRPS
 		v.ErrorRPS += c.ErrorRPS
 		v.Sent += t.Sent
 		v.OK += t.OK
+		v.Good += t.Good
 		v.Shed += t.Shed
 		v.Errors += t.Errors
 		v.Dropped += t.Dropped
 		v.InFlight += t.InFlight
 	}
-	v.DemandRPS, v.SentRPS, v.OKRPS = round4(v.DemandRPS), round4(v.SentRPS), round4(v.OKRPS)
+	v.DemandRPS, v.SentRPS, v.OKRPS, v.GoodRPS = round4(v.DemandRPS), round4(v.SentRPS), round4(v.OKRPS), round4(v.GoodRPS)
 	v.ShedRPS, v.ErrorRPS = round4(v.ShedRPS), round4(v.ErrorRPS)
 	return v
 }
@@ -214,9 +233,13 @@ func trafficView(cs []ClusterView) *TrafficView {
 func (c *Console) remember(in *inputs, now time.Time) {
 	if c.prev.traffic == nil {
 		c.prev.traffic, c.prev.picks = map[string]stampedTraffic{}, map[string]stampedCount{}
+		c.prev.routing = map[string]stampedRefusals{}
 	}
 	for name, t := range in.traffic {
 		c.prev.traffic[name] = stampedTraffic{t: *t, at: now}
+	}
+	for name, r := range in.routing {
+		c.prev.routing[name] = stampedRefusals{shed: r.ShedTotal, refused: r.RefusedTotal, at: now}
 	}
 	if len(in.routing) > 0 {
 		for _, e := range c.cfg.Fleet.Engines {

@@ -43,6 +43,26 @@ type Plan struct {
 	ObjectiveMs float64       `json:"objective_ms"`
 	Status      string        `json:"status,omitempty"` // e.g. "waiting for profiles"
 	Clusters    []ClusterPlan `json:"clusters"`
+	Engines     []EnginePlan  `json:"engines,omitempty"`
+}
+
+// EnginePlan is one engine in the latest solve: the latency model in
+// force and what it predicts at the planned load (without the network).
+type EnginePlan struct {
+	Name    string `json:"name"`
+	Profile string `json:"profile,omitempty"` // fitted, sku or prior
+	// CapacityRPS is the model's capacity after derating; LoadRPS the
+	// load the solve planned for the engine.
+	CapacityRPS     float64 `json:"capacity_rps"`
+	LoadRPS         float64 `json:"load_rps"`
+	PredictedTTFTMs float64 `json:"predicted_ttft_ms"`
+	PredictedTBOTMs float64 `json:"predicted_tbot_ms"`
+	// The model: ttft = TTFTBaseMs + TTFTQueueMs·ρ/(1−ρ), tbot =
+	// TBOTBaseMs + TBOTSlopeMs·ρ, ρ = load/CapacityRPS.
+	TTFTBaseMs  float64 `json:"ttft_base_ms"`
+	TTFTQueueMs float64 `json:"ttft_queue_ms"`
+	TBOTBaseMs  float64 `json:"tbot_base_ms"`
+	TBOTSlopeMs float64 `json:"tbot_slope_ms"`
 }
 
 // ClusterPlan is one cluster's part of a solution.
@@ -62,7 +82,12 @@ type Routing struct {
 	Stale        bool               `json:"stale"`
 	ShedFraction float64            `json:"shed_fraction"`
 	Weights      map[string]float64 `json:"weights"`
-	Engines      []RoutedEngine     `json:"engines,omitempty"`
+	// ShedTotal and RefusedTotal count the requests the data plane has
+	// refused since it started, by reason: the snapshot's shed fraction
+	// and local admission.
+	ShedTotal    int64          `json:"shed_total"`
+	RefusedTotal int64          `json:"refused_total"`
+	Engines      []RoutedEngine `json:"engines,omitempty"`
 }
 
 // RoutedEngine is the data plane's live view of one engine of a cluster.
@@ -74,13 +99,17 @@ type RoutedEngine struct {
 	Picks     int64  `json:"picks"`
 }
 
-// EngineStats are one engine's latest windowed features.
+// EngineStats are one engine's latest windowed features, measured at the
+// engine (no network).
 type EngineStats struct {
 	Name          string    `json:"name"`
+	Requests      int64     `json:"requests"` // completions in the window
 	LoadRPS       float64   `json:"load_rps"`
 	InFlight      float64   `json:"in_flight"`
 	TTFTP50Ms     float64   `json:"ttft_p50_ms"`
 	TTFTP99Ms     float64   `json:"ttft_p99_ms"`
+	TBOTP50Ms     float64   `json:"tbot_p50_ms"`
+	TBOTP99Ms     float64   `json:"tbot_p99_ms"`
 	CacheHitRatio float64   `json:"cache_hit_ratio"`
 	Utilization   float64   `json:"utilization"`
 	Healthy       bool      `json:"healthy"`
@@ -95,6 +124,7 @@ type TrafficCluster struct {
 	Multiplier   float64 `json:"multiplier"` // demand swing in force
 	Sent         int64   `json:"sent"`
 	OK           int64   `json:"ok"`
+	Good         int64   `json:"good"` // answered within the SLO
 	Shed         int64   `json:"shed"`
 	Errors       int64   `json:"errors"`
 	Dropped      int64   `json:"dropped"`
@@ -103,6 +133,8 @@ type TrafficCluster struct {
 	LatencyP99Ms float64 `json:"latency_p99_ms"`
 	TTFTP50Ms    float64 `json:"ttft_p50_ms"`
 	TTFTP99Ms    float64 `json:"ttft_p99_ms"`
+	TBOTP50Ms    float64 `json:"tbot_p50_ms"`
+	TBOTP99Ms    float64 `json:"tbot_p99_ms"`
 	PromptTokens int64   `json:"prompt_tokens"`
 	CachedTokens int64   `json:"cached_tokens"`
 	FollowUps    int64   `json:"follow_ups"`

@@ -33,6 +33,10 @@ type EngineView struct {
 	Reason    string       `json:"reason,omitempty"`
 	InFlight  int64        `json:"in_flight"` // requests the data planes have open to it
 	PickRPS   float64      `json:"pick_rps"`  // data planes' picks per second
+	// Plan is the optimizer's model of the engine and its predictions;
+	// Calibration compares them with what the engine did.
+	Plan        *EnginePlan  `json:"plan,omitempty"`
+	Calibration *Calibration `json:"calibration,omitempty"`
 }
 
 // ClusterView is one front-end cluster.
@@ -45,13 +49,35 @@ type ClusterView struct {
 	// Rates over the last sample interval, from the traffic counters.
 	SentRPS  float64 `json:"sent_rps"`
 	OKRPS    float64 `json:"ok_rps"`
-	ShedRPS  float64 `json:"shed_rps"`
+	GoodRPS  float64 `json:"good_rps"` // answered within the SLO: goodput
+	ShedRPS  float64 `json:"shed_rps"` // 429s the traffic got
 	ErrorRPS float64 `json:"error_rps"`
+	// ShedSnapshotRPS and ShedAdmissionRPS split the data plane's
+	// refusals by reason: the snapshot's shed fraction and local
+	// admission (from Routing's counters).
+	ShedSnapshotRPS  float64 `json:"shed_snapshot_rps"`
+	ShedAdmissionRPS float64 `json:"shed_admission_rps"`
+	// SLO is the traffic's SLO attainment and goodput, since the start
+	// and over the last minute; nil before any request came back.
+	SLO *SLOView `json:"slo,omitempty"`
 	// CacheHitRatio is cached over prompt tokens the traffic saw;
 	// SameEngineRatio the share of follow-up turns served by the previous
 	// turn's engine. Both since the start.
 	CacheHitRatio   float64 `json:"cache_hit_ratio"`
 	SameEngineRatio float64 `json:"same_engine_ratio"`
+}
+
+// SLOView is a cluster's SLO attainment: answers within the SLO over
+// every request that came back (answered, shed or failed: refusals count
+// as misses), and goodput, the answers within the SLO per second.
+type SLOView struct {
+	Attainment    float64 `json:"attainment"` // since the start
+	Attainment1m  float64 `json:"attainment_1m"`
+	GoodputRPS1m  float64 `json:"goodput_rps_1m"`
+	Good          int64   `json:"good"`
+	Outcomes      int64   `json:"outcomes"` // answered + shed + failed, since the start
+	Outcomes1m    int64   `json:"outcomes_1m"`
+	WindowSeconds float64 `json:"window_seconds"` // what "1m" spanned (less early on)
 }
 
 // PlanView is the optimizer's state without the per-cluster part (which
@@ -70,10 +96,12 @@ type TrafficView struct {
 	DemandRPS float64 `json:"demand_rps"`
 	SentRPS   float64 `json:"sent_rps"`
 	OKRPS     float64 `json:"ok_rps"`
+	GoodRPS   float64 `json:"good_rps"`
 	ShedRPS   float64 `json:"shed_rps"`
 	ErrorRPS  float64 `json:"error_rps"`
 	Sent      int64   `json:"sent"`
 	OK        int64   `json:"ok"`
+	Good      int64   `json:"good"`
 	Shed      int64   `json:"shed"`
 	Errors    int64   `json:"errors"`
 	Dropped   int64   `json:"dropped"`
@@ -100,6 +128,13 @@ type ClusterHistory struct {
 	ShedRPS    []float64   `json:"shed_rps"`
 	Multiplier []float64   `json:"multiplier"`
 	Version    []uint64    `json:"version"`
+	// GoodRPS is goodput; ShedSnapshotRPS and ShedAdmissionRPS the data
+	// plane's refusals by reason; Attainment1m the SLO attainment over
+	// the minute before each sample (−1: nothing came back in it).
+	GoodRPS          []float64 `json:"good_rps"`
+	ShedSnapshotRPS  []float64 `json:"shed_snapshot_rps"`
+	ShedAdmissionRPS []float64 `json:"shed_admission_rps"`
+	Attainment1m     []float64 `json:"attainment_1m"`
 }
 
 // finite returns x, or 0 when x is NaN or infinite: JSON has no NaN, and
@@ -132,6 +167,13 @@ func cleanWeights(w map[string]float64) map[string]float64 {
 
 func (p *Plan) clean() {
 	p.ObjectiveMs = finite(p.ObjectiveMs)
+	for i := range p.Engines {
+		e := &p.Engines[i]
+		for _, x := range []*float64{&e.CapacityRPS, &e.LoadRPS, &e.PredictedTTFTMs, &e.PredictedTBOTMs,
+			&e.TTFTBaseMs, &e.TTFTQueueMs, &e.TBOTBaseMs, &e.TBOTSlopeMs} {
+			*x = finite(*x)
+		}
+	}
 	for i := range p.Clusters {
 		c := &p.Clusters[i]
 		c.DemandRPS, c.ShedFraction = finite(c.DemandRPS), finite(c.ShedFraction)
@@ -145,13 +187,15 @@ func (r *Routing) clean() {
 }
 
 func (e *EngineStats) clean() {
-	for _, x := range []*float64{&e.LoadRPS, &e.InFlight, &e.TTFTP50Ms, &e.TTFTP99Ms, &e.CacheHitRatio, &e.Utilization} {
+	for _, x := range []*float64{&e.LoadRPS, &e.InFlight, &e.TTFTP50Ms, &e.TTFTP99Ms, &e.TBOTP50Ms, &e.TBOTP99Ms,
+		&e.CacheHitRatio, &e.Utilization} {
 		*x = finite(*x)
 	}
 }
 
 func (t *TrafficCluster) clean() {
-	for _, x := range []*float64{&t.DemandRPS, &t.Multiplier, &t.LatencyP50Ms, &t.LatencyP99Ms, &t.TTFTP50Ms, &t.TTFTP99Ms} {
+	for _, x := range []*float64{&t.DemandRPS, &t.Multiplier, &t.LatencyP50Ms, &t.LatencyP99Ms, &t.TTFTP50Ms, &t.TTFTP99Ms,
+		&t.TBOTP50Ms, &t.TBOTP99Ms} {
 		*x = finite(*x)
 	}
 }

@@ -34,6 +34,15 @@ func (a optimizerPlan) Plan(context.Context) (console.Plan, error) {
 		p.Clusters = append(p.Clusters, console.ClusterPlan{Cluster: c.Name, DemandRPS: c.DemandRPS,
 			ShedFraction: c.ShedFraction, Weights: c.Weights})
 	}
+	for _, e := range st.Engines {
+		if e.Model == nil {
+			continue // no capacity: nothing planned or predicted
+		}
+		p.Engines = append(p.Engines, console.EnginePlan{Name: e.Name, Profile: e.Profile, CapacityRPS: e.CapacityRPS,
+			LoadRPS: e.LoadRPS, PredictedTTFTMs: e.PredictedTTFTMs, PredictedTBOTMs: e.PredictedTBOTMs,
+			TTFTBaseMs: e.Model.TTFT.BaseMs, TTFTQueueMs: e.Model.TTFT.QueueMs,
+			TBOTBaseMs: e.Model.TBOT.BaseMs, TBOTSlopeMs: e.Model.TBOT.SlopeMs})
+	}
 	return p, nil
 }
 
@@ -50,6 +59,8 @@ type routingBody struct {
 		Stale        bool               `json:"stale"`
 		ShedFraction float64            `json:"shed_fraction"`
 		Weights      map[string]float64 `json:"weights"`
+		ShedTotal    int64              `json:"shed_total"`
+		RefusedTotal int64              `json:"refused_total"`
 		Engines      []struct {
 			Name      string `json:"name"`
 			Available bool   `json:"available"`
@@ -83,7 +94,7 @@ func (a dataplaneRouting) Routing(ctx context.Context) ([]console.Routing, error
 	for _, name := range names {
 		c := body.Clusters[name]
 		r := console.Routing{Cluster: name, Ready: c.Ready, Version: c.Version, AgeSeconds: c.AgeSeconds,
-			Stale: c.Stale, ShedFraction: c.ShedFraction, Weights: c.Weights}
+			Stale: c.Stale, ShedFraction: c.ShedFraction, Weights: c.Weights, ShedTotal: c.ShedTotal, RefusedTotal: c.RefusedTotal}
 		for _, e := range c.Engines {
 			r.Engines = append(r.Engines, console.RoutedEngine{Name: e.Name, Available: e.Available,
 				Reason: e.Reason, InFlight: e.InFlight, Picks: e.Picks})
@@ -127,8 +138,8 @@ func (a aggregatorEngines) Engines(context.Context) ([]console.EngineStats, erro
 		if r.Cluster != "" {
 			continue // cluster-engine rows; the engine row has the totals
 		}
-		out = append(out, console.EngineStats{Name: r.Engine, LoadRPS: r.ArrivalRPS, InFlight: r.InFlight,
-			TTFTP50Ms: r.TTFTP50Ms, TTFTP99Ms: r.TTFTP99Ms, CacheHitRatio: r.CacheHitRatio,
+		out = append(out, console.EngineStats{Name: r.Engine, Requests: int64(r.Requests), LoadRPS: r.ArrivalRPS, InFlight: r.InFlight,
+			TTFTP50Ms: r.TTFTP50Ms, TTFTP99Ms: r.TTFTP99Ms, TBOTP50Ms: r.TBOTP50Ms, TBOTP99Ms: r.TBOTP99Ms, CacheHitRatio: r.CacheHitRatio,
 			Utilization: r.Utilization, Healthy: r.Healthy, WindowEnd: v.WindowEnd})
 	}
 	return out, nil
@@ -142,8 +153,9 @@ func (a trafficSource) Traffic(context.Context) ([]console.TrafficCluster, error
 	out := make([]console.TrafficCluster, 0, len(st.Clusters))
 	for _, c := range st.Clusters {
 		out = append(out, console.TrafficCluster{Cluster: c.Cluster, DemandRPS: c.DemandRPS, Multiplier: c.Multiplier,
-			Sent: c.Sent, OK: c.OK, Shed: c.Shed, Errors: c.Errors, Dropped: c.Dropped, InFlight: c.InFlight,
+			Sent: c.Sent, OK: c.OK, Good: c.Good, Shed: c.Shed, Errors: c.Errors, Dropped: c.Dropped, InFlight: c.InFlight,
 			LatencyP50Ms: c.LatencyMs.P50, LatencyP99Ms: c.LatencyMs.P99, TTFTP50Ms: c.TTFTMs.P50, TTFTP99Ms: c.TTFTMs.P99,
+			TBOTP50Ms: c.TBOTMs.P50, TBOTP99Ms: c.TBOTMs.P99,
 			PromptTokens: c.PromptTokens, CachedTokens: c.CachedTokens, FollowUps: c.FollowUps, SameEngine: c.SameEngine})
 	}
 	return out, nil

@@ -264,6 +264,7 @@ func (d *devFleet) buildTraffic() error {
 	cfg.BaseURL = "http://" + reachable(d.srv.Addr())
 	cfg.Clusters = traffic.ClustersOf(d.plan.fleet)
 	cfg.TotalDemandRPS, cfg.Swings, cfg.Seed = d.plan.rateRPS, d.plan.swings, d.plan.seed
+	cfg.SLO = traffic.SLOOf(d.plan.fleet)
 	cfg.Logger, cfg.MeterProvider = d.log.With("service", "traffic"), d.tel.Meter
 	g, err := traffic.New(cfg)
 	if err != nil {

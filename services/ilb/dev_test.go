@@ -139,6 +139,21 @@ func TestDevRunsTheLoop(t *testing.T) {
 		tr, _ := st["traffic"].(map[string]any)
 		return tr != nil && tr["ok"].(float64) > 0
 	})
+	// The page judges the traffic against the SLO and compares the
+	// optimizer's model with the engines' windows.
+	waitState(t, base, 40*time.Second, "SLO attainment per cluster and a calibrated engine", func(st map[string]any) bool {
+		judged := false
+		for _, c := range st["clusters"].([]any) {
+			slo, _ := c.(map[string]any)["slo"].(map[string]any)
+			judged = judged || slo != nil && slo["outcomes"].(float64) > 0
+		}
+		calibrated := false
+		for _, e := range st["engines"].([]any) {
+			cal, _ := e.(map[string]any)["calibration"].(map[string]any)
+			calibrated = calibrated || cal != nil && cal["windows"].(float64) > 0 && cal["capacity_rps"].(float64) > 0
+		}
+		return judged && calibrated
+	})
 	code, b := httpDo(t, "GET", base+"/v1/routing?cluster=fe-eu", "")
 	if code != 200 || !bytes.Contains(b, []byte(`"cluster":"fe-eu"`)) {
 		t.Fatalf("GET /v1/routing?cluster=fe-eu = %d %s", code, b)
