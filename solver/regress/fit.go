@@ -103,6 +103,10 @@ type data struct {
 	load, ttft, tbot, w []float64
 	x                   []float64 // scratch: the regressor for one capacity
 	minLoad, maxLoad    float64
+	// The TTFT fit's sums that do not depend on the capacity (Σw, the
+	// weighted mean TTFT, its spread about it): fitLine's, computed once
+	// in the same order, so every capacity's fit is bit for bit the same.
+	ttftSums lineSums
 }
 
 func prepare(points []Point, cfg Config) (*data, error) {
@@ -128,6 +132,7 @@ func prepare(points []Point, cfg Config) (*data, error) {
 		}
 		d.minLoad, d.maxLoad = min(d.minLoad, p.LoadRPS), max(d.maxLoad, p.LoadRPS)
 	}
+	d.ttftSums = ySums(d.ttft, d.w)
 	// The capacity exceeds every load, so a spread below MinLoadSpread of
 	// the largest load is too narrow whatever the fit.
 	if !(d.maxLoad > d.minLoad) || (d.maxLoad-d.minLoad)/d.maxLoad < cfg.MinLoadSpread {
@@ -165,12 +170,17 @@ func (d *data) profile(c float64, cfg Config) Profile {
 	return p
 }
 
-// ttftLine fits TTFT against ρ/(1-ρ) = λ/(c-λ) for capacity c.
+// ttftLine fits TTFT against ρ/(1-ρ) = λ/(c-λ) for capacity c: the
+// capacity search's inner loop, so the regressor is built in the pass
+// that sums it, and the sums of TTFT alone are d.ttftSums.
 func (d *data) ttftLine(c float64) line {
+	mx := 0.0
 	for i, l := range d.load {
-		d.x[i] = l / (c - l)
+		x := l / (c - l)
+		d.x[i] = x
+		mx += d.w[i] * x
 	}
-	return fitLine(d.x, d.ttft, d.w)
+	return fitLineSums(d.x, d.ttft, d.w, mx, d.ttftSums)
 }
 
 // sloCapacity solves base + queue*ρ/(1-ρ) = slo for ρ and returns c*ρ.

@@ -312,3 +312,4 @@ func BenchmarkFit(b *testing.B) {
 		})
 	}
 }
+

@@ -25,20 +25,42 @@ func (l line) r2() float64 {
 // (b = 0: the weighted mean; a = 0: the fit through the origin). It uses
 // centred sums, so large offsets in x or y do not cost precision.
 func fitLine(x, y, w []float64) line {
-	var sw, mx, my float64
+	mx := 0.0
 	for i := range x {
-		sw += w[i]
 		mx += w[i] * x[i]
-		my += w[i] * y[i]
 	}
-	mx /= sw
-	my /= sw
-	var sxx, sxy, syy, x2, xy float64
+	return fitLineSums(x, y, w, mx, ySums(y, w))
+}
+
+// lineSums are fitLine's sums over y alone: Σw, the weighted mean of y
+// and Σw·(y − mean)².
+type lineSums struct{ sw, my, syy float64 }
+
+// ySums computes them, each accumulated in index order as fitLine always
+// has, so fits that reuse them are bit for bit the same.
+func ySums(y, w []float64) lineSums {
+	var s lineSums
+	for i := range y {
+		s.sw += w[i]
+		s.my += w[i] * y[i]
+	}
+	s.my /= s.sw
+	for i := range y {
+		dy := y[i] - s.my
+		s.syy += w[i] * dy * dy
+	}
+	return s
+}
+
+// fitLineSums is fitLine given Σw·x (mx, not yet divided) and y's sums.
+func fitLineSums(x, y, w []float64, mx float64, ys lineSums) line {
+	mx /= ys.sw
+	my, syy := ys.my, ys.syy
+	var sxx, sxy, x2, xy float64
 	for i := range x {
 		dx, dy := x[i]-mx, y[i]-my
 		sxx += w[i] * dx * dx
 		sxy += w[i] * dx * dy
-		syy += w[i] * dy * dy
 		x2 += w[i] * x[i] * x[i]
 		xy += w[i] * x[i] * y[i]
 	}

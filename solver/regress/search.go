@@ -49,6 +49,7 @@ func golden(f func(float64) float64, a, b float64) float64 {
 	x1, x2 := b-r*(b-a), a+r*(b-a)
 	f1, f2 := f(x1), f(x2)
 	for range goldenRounds {
+		pa, pb, p1, p2 := a, b, x1, x2
 		if f1 <= f2 {
 			b, x2, f2 = x2, x1, f1
 			x1 = b - r*(b-a)
@@ -57,6 +58,9 @@ func golden(f func(float64) float64, a, b float64) float64 {
 			a, x1, f1 = x1, x2, f2
 			x2 = a + r*(b-a)
 			f2 = f(x2)
+		}
+		if a == pa && b == pb && x1 == p1 && x2 == p2 {
+			break // the bracket is down to rounding: every further round repeats this one
 		}
 	}
 	if f1 <= f2 {
