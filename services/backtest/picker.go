@@ -153,6 +153,12 @@ func (p *tablePicker) install(c int, t *sched.Table, w []float64, shed float64) 
 		p.tables[c] = nil
 		return
 	}
+	if p.tables[c] != nil {
+		// A table that gets updated is kept compact (runs, no slot
+		// array): it picks as the full one does, and updating it every
+		// control tick costs its runs, not a copy of 65,536 slots.
+		t = t.Compact()
+	}
 	p.tables[c] = t
 	p.toEngine[c] = p.toEngine[c][:0]
 	if p.toIdx[c] == nil {

@@ -27,6 +27,26 @@ func BenchmarkPick(b *testing.B) {
 	}
 }
 
+// BenchmarkPickCompact is BenchmarkPick on a compact table (a binary
+// search over the runs of a table that has been through 50 updates).
+func BenchmarkPickCompact(b *testing.B) {
+	for _, n := range engineCounts {
+		b.Run(fmt.Sprintf("engines=%d", n), func(b *testing.B) {
+			tab := benchTable(b, n, 50).Compact()
+			keys := convKeys(1 << 16)
+			b.ReportAllocs()
+			sum := 0
+			for i := 0; b.Loop(); i++ {
+				sum += tab.Pick(keys[i&(len(keys)-1)])
+			}
+			if sum < 0 {
+				b.Fatal("impossible")
+			}
+			b.ReportMetric(float64(len(tab.spans)), "runs")
+		})
+	}
+}
+
 // BenchmarkPickSkip is the guarded path with a tenth of the engines down:
 // most keys resolve at their own slot, displaced ones after a few probes.
 func BenchmarkPickSkip(b *testing.B) {
@@ -79,12 +99,13 @@ func BenchmarkBuild(b *testing.B) {
 // pair of engines trading 1, 64 or 1024 slots (a small correction). It
 // reports the slots moved and the time per moved slot, for Update and
 // for the slot-by-slot reference it replaced (ref), which costs the same
-// whatever moves.
+// whatever moves, and for a compact table (runs only, no slot array).
 func BenchmarkUpdate(b *testing.B) {
 	r := newRand(1)
 	names := engineNames(1000)
 	base := randomWeights(r, 1000)
 	tab := benchTable(b, 1000, 50)
+	ctab := tab.Compact()
 	cur := weightsOf(tab)
 	cases := []struct {
 		name string
@@ -114,6 +135,7 @@ func BenchmarkUpdate(b *testing.B) {
 			update func() (*Table, error)
 		}{
 			{"run", func() (*Table, error) { return tab.Update(names, tc.next) }},
+			{"compact", func() (*Table, error) { return ctab.Update(names, tc.next) }},
 			{"ref", func() (*Table, error) { return refUpdate(tab, names, tc.next) }},
 		} {
 			b.Run(tc.name+"/"+impl.name, func(b *testing.B) {

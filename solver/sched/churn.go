@@ -35,11 +35,11 @@ func TotalVariation(a, b map[string]float64) float64 {
 // For b = a.Update(...) it equals the moved slots over the slot count.
 // An empty (zero) table differs everywhere from a non-empty one.
 func MovedShare(a, b *Table) float64 {
-	n := max(len(a.slots), len(b.slots))
+	n := max(a.n, b.n)
 	switch {
 	case n == 0:
 		return 0
-	case len(a.slots) == 0 || len(b.slots) == 0:
+	case a.n == 0 || b.n == 0:
 		return 1
 	}
 	toB := make([]int, len(a.names))
@@ -51,7 +51,7 @@ func MovedShare(a, b *Table) float64 {
 	}
 	moved := 0
 	for s := range n {
-		if toB[a.slots[uint64(s)&a.mask]] != int(b.slots[uint64(s)&b.mask]) {
+		if toB[a.PickHash(uint64(s))] != b.PickHash(uint64(s)) {
 			moved++
 		}
 	}

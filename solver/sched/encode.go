@@ -19,7 +19,7 @@ func (t *Table) Encode() (slots int, engines []string, encoding string, data []b
 		data = binary.AppendUvarint(data, uint64(sp.e))
 		data = binary.AppendUvarint(data, uint64(sp.n))
 	}
-	return len(t.slots), slices.Clone(t.names), EncodingRLE, data
+	return t.n, slices.Clone(t.names), EncodingRLE, data
 }
 
 // Decode rebuilds a table from the values Encode returned. It accepts only

@@ -21,7 +21,7 @@ const MaxProbes = 8
 // at most 1+MaxProbes+Len() times, and should answer the same for an index
 // within one call. PickSkip does not allocate.
 func (t *Table) PickSkip(h uint64, skip func(idx int) bool) (idx int, ok bool) {
-	if len(t.slots) == 0 {
+	if t.n == 0 {
 		return -1, false
 	}
 	if e := t.PickHash(h); !skip(e) {

@@ -28,14 +28,14 @@ import (
 // update costs time in the number of runs and of moved ranges, so a small
 // weight change is cheap on a table of any size (README.md).
 func (t *Table) Update(engines []string, weights []float64) (*Table, error) {
-	if len(t.slots) == 0 {
+	if t.n == 0 {
 		return nil, fmt.Errorf("sched: update: the previous table is empty")
 	}
 	names, ws, err := canonical(engines, weights)
 	if err != nil {
 		return nil, fmt.Errorf("sched: update: %w", err)
 	}
-	quota := apportion(ws, len(t.slots))
+	quota := apportion(ws, t.n)
 	if slices.Equal(names, t.names) && slices.Equal(quota, t.counts) {
 		return t, nil // nothing would move: t is immutable, so it is the answer
 	}
@@ -241,7 +241,7 @@ func (u *updater) findGaps() {
 		}
 	}
 	if open >= 0 {
-		u.gaps = append(u.gaps, gap{open, int32(len(u.t.slots))})
+		u.gaps = append(u.gaps, gap{open, int32(u.t.n)})
 	}
 	next := 0 // gaps are ascending: the gap starting at a segment's hi is the next one
 	for i := range u.segs {
@@ -379,18 +379,8 @@ func (u *updater) table() (*Table, error) {
 			return nil, fmt.Errorf("internal error: engine %q ends %d slots short", u.names[e], k)
 		}
 	}
-	slots := make([]uint16, len(u.t.slots))
-	if u.same {
-		copy(slots, u.t.slots)
-	} else {
-		for _, sg := range u.segs {
-			fillSlots(slots[sg.lo:sg.hi], sg.e)
-		}
-	}
 	slices.SortFunc(u.claims, func(a, b span) int { return int(a.start - b.start) })
-	for _, c := range u.claims {
-		fillSlots(slots[c.start:c.start+c.n], c.e)
-	}
+	slots := u.slots()
 	spans, err := u.mergeSpans()
 	if err != nil {
 		return nil, err
@@ -406,7 +396,28 @@ func (u *updater) table() (*Table, error) {
 			seeds[j] = HashKey(n)
 		}
 	}
-	return &Table{slots: slots, mask: u.t.mask, names: u.names, counts: u.quota, seeds: seeds, spans: spans}, nil
+	return &Table{slots: slots, n: u.t.n, mask: u.t.mask, names: u.names, counts: u.quota, seeds: seeds, spans: spans}, nil
+}
+
+// slots is the new slot array: the old one with the claimed ranges
+// rewritten (every slot rewritten when engine indices changed), or nil
+// for a compact table.
+func (u *updater) slots() []uint16 {
+	if u.t.slots == nil {
+		return nil
+	}
+	slots := make([]uint16, u.t.n)
+	if u.same {
+		copy(slots, u.t.slots)
+	} else {
+		for _, sg := range u.segs {
+			fillSlots(slots[sg.lo:sg.hi], sg.e)
+		}
+	}
+	for _, c := range u.claims {
+		fillSlots(slots[c.start:c.start+c.n], c.e)
+	}
+	return slots
 }
 
 func fillSlots(s []uint16, e int32) {
@@ -452,7 +463,7 @@ func (u *updater) mergeSpans() ([]span, error) {
 			return nil, err
 		}
 	}
-	if int(pos) != len(u.t.slots) {
+	if int(pos) != u.t.n {
 		return nil, fmt.Errorf("internal error: slot %d left unassigned", pos)
 	}
 	return out, nil

@@ -11,8 +11,8 @@ import (
 // one size.
 func movedSlots(a, b *Table) int {
 	n := 0
-	for s := range a.slots {
-		if a.names[a.slots[s]] != b.names[b.slots[s]] {
+	for s := range a.Slots() {
+		if a.names[a.PickHash(uint64(s))] != b.names[b.PickHash(uint64(s))] {
 			n++
 		}
 	}
