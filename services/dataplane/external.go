@@ -89,7 +89,9 @@ func (d *DataPlane) PickExternal(req ExternalRequest) (*ExternalPick, *RouteErro
 		h = mix64(uint64(d.rand() * (1 << 53)))
 	}
 	tr := tried{}
-	pk := &ExternalPick{Cluster: c.name, Version: p.version, c: c, p: p, start: d.now()}
+	n := req.Fallbacks + 1
+	pk := &ExternalPick{Cluster: c.name, Version: p.version, c: c, p: p, start: d.now(),
+		Engines: make([]string, 0, n), Endpoints: make([]string, 0, n), idx: make([]int, 0, n)}
 	if req.Subset != nil && p.err == nil {
 		tr.deny, pk.UnknownSubset = p.subsetDeny(req.Subset, d.knownEndpoint)
 	}

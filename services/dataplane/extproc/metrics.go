@@ -12,9 +12,9 @@ import (
 
 // Metric names are a contract (README.md).
 const (
-	metricDecisions = "ilb_dataplane_extproc_decisions_total"
-	metricImmediate = "ilb_dataplane_extproc_immediate_responses_total"
-	metricErrors    = "ilb_dataplane_extproc_errors_total"
+	metricDecisions = "ilb_extproc_decisions_total"
+	metricImmediate = "ilb_extproc_immediate_responses_total"
+	metricErrors    = "ilb_extproc_errors_total"
 	instrumentation = "github.com/ilb-router/ilb/services/dataplane/extproc"
 )
 
