@@ -37,7 +37,7 @@ func (p *optimizerPolicy) solve(s *sim) error {
 	weights := make(map[string]map[string]float64, len(s.fi.clusters))
 	shed := make(map[string]float64, len(s.fi.clusters))
 	for _, c := range s.fi.clusters {
-		weights[c], shed[c] = routing.Normalize(sol.Weights[c], sol.ShedFraction[c])
+		weights[c], shed[c] = routing.Normalize(sol.Weights[c], routing.PublishedShed(sol.ShedFraction[c], p.demand.Known()))
 	}
 	if p.prev != nil && s.now-p.publishedNs < int64(p.cfg.MaxInterval) && p.change(s, weights, shed) < p.cfg.MinChange {
 		return nil // too small a change to publish; the tables stay

@@ -68,6 +68,9 @@ func currentRows(in *inputs) []schemas.Feature {
 	return rows
 }
 
+// known reports whether any demand has been observed.
+func (d *demand) known() bool { return d != nil && d.est != nil && d.est.Known() }
+
 // rps returns cluster's demand estimate; prior gives the cold-start value.
 func (d *demand) rps(cluster string, prior float64) float64 {
 	if d.est == nil || !d.est.Known() {

@@ -249,7 +249,14 @@ func TestPlans(t *testing.T) {
 		ShedFraction: map[string]float64{"busy": 0.1, "idle": 0, "new": 0.5}}
 	o := &Optimizer{prev: published{snaps: map[string]*schemas.Snapshot{
 		"idle": {Cluster: "idle", Weights: map[string]float64{"x": 0.2, "y": 0.4, "z": 0.3}, ShedFraction: 0.1}}}}
-	plans, err := o.plans(p, sol, map[string]bool{"idle": true, "new": true})
+	cold, err := o.plans(p, sol, map[string]bool{"idle": true, "new": true}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cold[0].shed != 0 || math.Abs(cold[0].weights["x"]+cold[0].weights["y"]-1) > 1e-9 {
+		t.Errorf("before any demand was observed: %+v, want no shed and weights summing to 1", cold[0])
+	}
+	plans, err := o.plans(p, sol, map[string]bool{"idle": true, "new": true}, true)
 	if err != nil {
 		t.Fatal(err)
 	}

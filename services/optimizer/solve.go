@@ -57,7 +57,7 @@ func (o *Optimizer) solve(at time.Time) (*solveResult, error) {
 	if err := checkSolution(p, sol); err != nil {
 		return nil, err
 	}
-	plans, err := o.plans(p, sol, idle)
+	plans, err := o.plans(p, sol, idle, o.dem.known())
 	if err != nil {
 		return nil, err
 	}
@@ -69,11 +69,13 @@ func (o *Optimizer) solve(at time.Time) (*solveResult, error) {
 // plans turns the solution into each cluster's weights and table. An idle
 // cluster keeps its previous weights (on engines it may still use), so its
 // conversations keep their engines until traffic returns.
-func (o *Optimizer) plans(p *optimize.Problem, sol *optimize.Solution, idle map[string]bool) ([]plan, error) {
+// observed says whether any demand has been observed: before, nothing is
+// shed (routing.PublishedShed).
+func (o *Optimizer) plans(p *optimize.Problem, sol *optimize.Solution, idle map[string]bool, observed bool) ([]plan, error) {
 	out := make([]plan, 0, len(p.Clusters))
 	for _, c := range p.Clusters {
 		pl := plan{cluster: c.Name}
-		pl.weights, pl.shed = normalize(sol.Weights[c.Name], sol.ShedFraction[c.Name])
+		pl.weights, pl.shed = normalize(sol.Weights[c.Name], routing.PublishedShed(sol.ShedFraction[c.Name], observed))
 		if idle[c.Name] {
 			if w, shed, ok := o.prev.keep(c.Name, p.Eligible[c.Name]); ok {
 				pl.weights, pl.shed, pl.kept = w, shed, true

@@ -269,3 +269,15 @@ func (x fleetIndex) engine(name string) (int, bool) {
 	i, ok := x.engines[name]
 	return i, ok
 }
+
+// PublishedShed is the shed fraction to publish for a solution's shed:
+// none before any demand has been observed. The cold-start demand is a
+// guess (the fleet's total_demand_rps, or a share of capacity), and
+// refusing on a guess would turn a wrong fleet file into refusals the
+// fleet could serve; local admission still guards the engines.
+func PublishedShed(shed float64, observed bool) float64 {
+	if !observed {
+		return 0
+	}
+	return shed
+}

@@ -155,3 +155,9 @@ func TestPriorDemand(t *testing.T) {
 		t.Fatalf("prior without total_demand_rps: %v, want %v for fe-west", got, want)
 	}
 }
+
+func TestPublishedShed(t *testing.T) {
+	if PublishedShed(0.3, false) != 0 || PublishedShed(0.3, true) != 0.3 {
+		t.Error("a shed before any observation must not be published; one after must be")
+	}
+}
