@@ -2,10 +2,13 @@ package embedded_test
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"strings"
-	"time"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ilb-router/ilb/streams/embedded"
@@ -126,5 +129,44 @@ func TestNATSClusterValidate(t *testing.T) {
 		if _, err := embedded.Start(t.Context(), c); err == nil {
 			t.Errorf("%s: Start accepted %+v", name, c)
 		}
+	}
+}
+
+// TestNATSClusterOneNodePerProcess is `ilb brokers --nats-cluster 1
+// --nats-routes A,B,C` run three times, as an operator runs one node per
+// machine: each lists every node, its own included (given twice, it would
+// make nats-server expect a fourth peer), and the three form one
+// JetStream cluster that places an R3 bucket.
+func TestNATSClusterOneNodePerProcess(t *testing.T) {
+	var addrs, routes []string
+	for range 3 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, ln.Addr().String())
+		routes = append(routes, "nats://"+ln.Addr().String())
+		ln.Close()
+	}
+	var servers []*server.Server
+	var urls []string
+	for i := range 3 {
+		cfg := clusterConfig("", 1)
+		cfg.NATSName = fmt.Sprintf("node%d", i)
+		cfg.NATSClusterListen, cfg.NATSRoutes = addrs[i], routes
+		b := start(t, cfg)
+		servers = append(servers, b.NATSServers()...)
+		urls = append(urls, b.NATSURL())
+	}
+	if err := embedded.WaitJetStreamCluster(servers, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxTimeout(t)
+	kv, err := jetStream(t, strings.Join(urls, ",")).CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "b", Replicas: 3})
+	if err == nil {
+		_, err = kv.Put(ctx, "k", []byte("v"))
+	}
+	if err != nil {
+		t.Fatalf("R3 bucket over three one-node brokers: %v", err)
 	}
 }
