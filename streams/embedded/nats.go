@@ -6,7 +6,9 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -228,10 +230,30 @@ func clientURL(host string, addr net.Addr) string {
 // natsLogger sends nats-server's logs to slog.
 type natsLogger struct{ log *slog.Logger }
 
+// transient are nats-server warnings and errors that a cluster shows
+// every time it starts or stops (nodes come up one after the other, and
+// routes break as they go down): logged at info, not to alarm anyone.
+// nats-server retries; a route that never comes up still shows as no
+// meta leader, and JetStream refusing requests.
+var transient = []string{
+	"Error trying to connect to route",
+	"Waiting for routing to be established",
+	"JetStream has not established contact with a meta leader",
+	"Error flushing",
+	"Metalayer blocking snapshot",
+}
+
 func (l natsLogger) logf(lv slog.Level, format string, v []any) {
 	ctx := context.Background()
+	if !l.log.Enabled(ctx, min(lv, slog.LevelInfo)) {
+		return
+	}
+	msg := fmt.Sprintf(format, v...)
+	if lv > slog.LevelInfo && slices.ContainsFunc(transient, func(p string) bool { return strings.Contains(msg, p) }) {
+		lv = slog.LevelInfo
+	}
 	if l.log.Enabled(ctx, lv) {
-		l.log.Log(ctx, lv, fmt.Sprintf(format, v...), "broker", "nats")
+		l.log.Log(ctx, lv, msg, "broker", "nats")
 	}
 }
 
