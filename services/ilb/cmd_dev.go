@@ -64,6 +64,7 @@ type devFlags struct {
 	natsCluster  int
 	natsReplicas int
 	duration     time.Duration
+	heapProfile  string
 }
 
 func cmdDev(ctx context.Context, e *env, args []string) error {
@@ -89,6 +90,7 @@ func cmdDev(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&f.natsCluster, "nats-cluster", 0, "run NATS as this many clustered nodes (0: one server)")
 	fs.IntVar(&f.natsReplicas, "nats-replicas", 0, "replicas of the weights bucket (default: 3 with --nats-cluster 3 or more, else the node count)")
 	fs.DurationVar(&f.duration, "duration", 0, "soak: run this long, then stop and print a summary (0: until Ctrl-C)")
+	fs.StringVar(&f.heapProfile, "heap-profile", "", "soak: write heap profiles PREFIX-warm.pb.gz (after the warm-up) and PREFIX-end.pb.gz (compare with go tool pprof -base)")
 	if err := parseFlags(fs, e, args); err != nil {
 		return err
 	}

@@ -92,6 +92,7 @@ func runDev(ctx context.Context, e *env, p devPlan) error {
 	var sk *soak
 	if p.duration > 0 {
 		sk = newSoak(d, p.duration)
+		sk.profilePrefix = p.heapProfile
 		g.Add("soak", sk.run)
 	}
 	err = g.Run(ctx)

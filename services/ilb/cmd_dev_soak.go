@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"strings"
@@ -26,6 +29,9 @@ type soak struct {
 	every    time.Duration // heap and goroutine samples; ages are sampled every second
 	d        *devFleet
 	adm      *kadm.Client // reads the embedded broker's log size
+	// profilePrefix, when set, names the heap profiles written at the end
+	// of the warm-up and at the end.
+	profilePrefix string
 
 	mu      sync.Mutex
 	start   time.Time
@@ -73,6 +79,8 @@ func (s *soak) run(ctx context.Context) error {
 	s.sample()
 	end := time.NewTimer(s.duration)
 	defer end.Stop()
+	warm := time.NewTimer(s.slopeFrom())
+	defer warm.Stop()
 	sec := time.NewTicker(time.Second)
 	defer sec.Stop()
 	last := time.Now()
@@ -80,8 +88,11 @@ func (s *soak) run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-warm.C:
+			s.heapProfile("warm")
 		case <-end.C:
 			s.sample()
+			s.heapProfile("end")
 			return nil
 		case now := <-sec.C:
 			s.sampleAges(ctx)
@@ -90,6 +101,28 @@ func (s *soak) run(ctx context.Context) error {
 				last = now
 			}
 		}
+	}
+}
+
+// slopeFrom is when the warm-up ends: the first 5 minutes, or the first
+// sixth of a shorter soak.
+func (s *soak) slopeFrom() time.Duration { return min(5*time.Minute, s.duration/6) }
+
+// heapProfile writes a heap profile to PREFIX-which.pb.gz when asked
+// (--heap-profile): `go tool pprof -top -base PREFIX-warm.pb.gz
+// PREFIX-end.pb.gz` then says what grew after the warm-up.
+func (s *soak) heapProfile(which string) {
+	if s.profilePrefix == "" {
+		return
+	}
+	runtime.GC()
+	path := s.profilePrefix + "-" + which + ".pb.gz"
+	f, err := os.Create(path)
+	if err == nil {
+		err = errors.Join(pprof.Lookup("heap").WriteTo(f, 0), f.Close())
+	}
+	if err != nil {
+		s.d.log.Warn("soak: heap profile", "path", path, "err", err)
 	}
 }
 
@@ -170,7 +203,7 @@ func (s *soak) report() soakReport {
 		return r
 	}
 	r.First, r.Last = s.samples[0], s.samples[len(s.samples)-1]
-	r.SlopeFrom = min(5*time.Minute, s.duration/6)
+	r.SlopeFrom = s.slopeFrom()
 	var ts, heap, gr, kb, kts []float64
 	for _, smp := range s.samples {
 		if smp.at >= r.SlopeFrom {

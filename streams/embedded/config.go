@@ -66,7 +66,8 @@ type Config struct {
 	SyncAlways bool
 	// ShutdownTimeout bounds Close.
 	ShutdownTimeout time.Duration
-	// StartTimeout bounds how long Start waits for NATS to accept clients.
+	// StartTimeout bounds how long Start waits for NATS to accept clients
+	// (and three times it, for an in-process cluster to elect its leader).
 	StartTimeout time.Duration
 	// Logger receives the brokers' logs; nil discards them.
 	Logger *slog.Logger

@@ -193,7 +193,9 @@ func startNATS(cfg Config, storeDir string, log *slog.Logger) ([]*server.Server,
 	}
 	if cfg.NATSCluster > 1 && len(cfg.NATSRoutes) == 0 {
 		// Every node is here: the cluster is usable once it has a leader.
-		if err := WaitJetStreamCluster(servers, cfg.StartTimeout); err != nil {
+		// The first election waits a raft timeout (4-9 s) after the nodes
+		// meet, more on a busy machine: three start timeouts.
+		if err := WaitJetStreamCluster(servers, 3*cfg.StartTimeout); err != nil {
 			stopAll()
 			return nil, nil, err
 		}
