@@ -20,6 +20,9 @@ type column[T any] struct {
 	field  arrow.Field
 	append func(b array.Builder, rows []T)
 	read   func(a arrow.Array, rows []T) error
+	// optional: a column added to a table after v1 was first written; a
+	// record without it (from an older writer) reads as zero values.
+	optional bool
 }
 
 func tableSchema[T any](version string, cols []column[T]) *arrow.Schema {
@@ -45,7 +48,7 @@ func toRecord[T any](mem memory.Allocator, schema *arrow.Schema, cols []column[T
 }
 
 // fromRecord checks the version and finds each expected column by name
-// with the expected type; extra columns, column order and a nullable flag
+// with the expected type (an optional column may be missing); extra columns, column order and a nullable flag
 // on a column that holds no nulls are all tolerated, so that other
 // writers (pyarrow, DuckDB) and later minor additions interoperate.
 func fromRecord[T any](rec arrow.RecordBatch, version string, cols []column[T]) ([]T, error) {
@@ -59,6 +62,9 @@ func fromRecord[T any](rec arrow.RecordBatch, version string, cols []column[T]) 
 	rows := make([]T, rec.NumRows())
 	for _, c := range cols {
 		idx := sc.FieldIndices(c.field.Name)
+		if len(idx) == 0 && c.optional {
+			continue
+		}
 		if len(idx) != 1 {
 			return nil, fmt.Errorf("%w: %s: column %q appears %d times, want once", ErrSchemaMismatch, version, c.field.Name, len(idx))
 		}

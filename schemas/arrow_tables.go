@@ -33,6 +33,14 @@ var featureColumns = []column[Feature]{
 	boolCol("healthy", func(r *Feature) *bool { return &r.Healthy }),
 	u64Col("status_events", func(r *Feature) *uint64 { return &r.StatusEvents }),
 	u64Col("late_events", func(r *Feature) *uint64 { return &r.LateEvents }),
+	optional(strCol("class", true, func(r *Feature) *string { return &r.Class })),
+}
+
+// optional marks a column appended after its table's version was first
+// written: readers accept records from older writers without it.
+func optional[T any](c column[T]) column[T] {
+	c.optional = true
+	return c
 }
 
 // profileColumns is the profile table; versioned like featureColumns.

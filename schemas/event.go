@@ -48,6 +48,7 @@ type Completion struct {
 	TTFTMs             float64 // time to first token
 	TBOTMs             float64 // mean time between output tokens
 	Error              string  // empty when the request succeeded
+	Model              string  // model the request named (its class, with PromptTokens); may be empty
 }
 
 // Event is one signal event: exactly one of Status or Completion is

@@ -68,6 +68,7 @@ func (d *Decoder) intern(b []byte) string {
 type nameSource struct {
 	d                          *Decoder // nil for DecodeEvent
 	engine, cluster, converstn string   // from the event being overwritten
+	model                      string
 }
 
 func (ns *nameSource) name(b []byte, prev string) string {
@@ -84,7 +85,7 @@ func (ns *nameSource) name(b []byte, prev string) string {
 
 func decodeEvent(data []byte, ev *Event, d *Decoder) error {
 	ns := nameSource{d: d, engine: ev.Completion.Engine, cluster: ev.Completion.Cluster,
-		converstn: ev.Completion.ConversationID}
+		converstn: ev.Completion.ConversationID, model: ev.Completion.Model}
 	if ev.Kind == KindStatus {
 		ns.engine = ev.Status.Engine
 	}

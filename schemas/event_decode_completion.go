@@ -47,7 +47,7 @@ func decodeCompletion(b []byte, c *Completion, ns *nameSource) error {
 
 func isCompletionString(num protowire.Number) bool {
 	switch num {
-	case fieldCompEngine, fieldCompConversationID, fieldCompCluster, fieldCompError:
+	case fieldCompEngine, fieldCompConversationID, fieldCompCluster, fieldCompError, fieldCompModel:
 		return true
 	}
 	return false
@@ -59,6 +59,8 @@ func (c *Completion) setString(num protowire.Number, v []byte, ns *nameSource) {
 		c.Engine = ns.name(v, ns.engine)
 	case fieldCompCluster:
 		c.Cluster = ns.name(v, ns.cluster)
+	case fieldCompModel:
+		c.Model = ns.name(v, ns.model)
 	case fieldCompConversationID:
 		// Conversation ids are too many to intern; reuse only an exact
 		// repeat of the previous one.

@@ -33,6 +33,7 @@ const (
 	fieldCompTTFT           protowire.Number = 8
 	fieldCompTBOT           protowire.Number = 9
 	fieldCompError          protowire.Number = 10
+	fieldCompModel          protowire.Number = 11
 )
 
 // AppendEvent validates ev and appends its protobuf encoding (a
@@ -94,7 +95,8 @@ func appendCompletion(b []byte, c *Completion) []byte {
 	b = appendUvarint(b, fieldCompOutputTokens, uint64(c.OutputTokens))
 	b = appendDouble(b, fieldCompTTFT, c.TTFTMs)
 	b = appendDouble(b, fieldCompTBOT, c.TBOTMs)
-	return appendString(b, fieldCompError, c.Error)
+	b = appendString(b, fieldCompError, c.Error)
+	return appendString(b, fieldCompModel, c.Model)
 }
 
 func sizeCompletion(c *Completion) int {
@@ -102,7 +104,7 @@ func sizeCompletion(c *Completion) int {
 		sizeString(c.ConversationID) + sizeString(c.Cluster) +
 		sizeUvarint(uint64(c.PromptTokens)) + sizeUvarint(uint64(c.CachedPromptTokens)) +
 		sizeUvarint(uint64(c.OutputTokens)) + sizeDouble(c.TTFTMs) +
-		sizeDouble(c.TBOTMs) + sizeString(c.Error)
+		sizeDouble(c.TBOTMs) + sizeString(c.Error) + sizeString(c.Model)
 }
 
 // The helpers below skip zero values (proto3 implicit presence). All field

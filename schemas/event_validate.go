@@ -85,6 +85,9 @@ func (c *Completion) validate() error {
 	if err := checkText("conversation_id", c.ConversationID, MaxConversationIDLen); err != nil {
 		return err
 	}
+	if err := checkText("model", c.Model, MaxNameLen); err != nil {
+		return err
+	}
 	return checkText("error", c.Error, MaxErrorLen)
 }
 

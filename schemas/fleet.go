@@ -20,6 +20,9 @@ type Fleet struct {
 	MeanOutputTokens float64 `yaml:"mean_output_tokens,omitempty"` // default for the solver
 	ShedPenaltyMs    float64 `yaml:"shed_penalty_ms,omitempty"`
 	TotalDemandRPS   float64 `yaml:"total_demand_rps,omitempty"` // dev traffic generator
+	// DefaultModel is the model of trace lines and requests that name
+	// none, and the model of engines that list none (fleet_models.go).
+	DefaultModel string `yaml:"default_model,omitempty"`
 }
 
 // FleetCluster is one front-end (CPU) cluster.
@@ -28,6 +31,9 @@ type FleetCluster struct {
 	Region      string  `yaml:"region"`
 	DemandShare float64 `yaml:"demand_share"`
 	Residency   string  `yaml:"residency,omitempty"` // if set, only engines with the same residency
+	// ModelShares splits the cluster's demand over models, for `ilb dev`
+	// and traces without a model (relative shares; fleet_models.go).
+	ModelShares map[string]float64 `yaml:"model_shares,omitempty"`
 }
 
 // FleetEngine is one GPU engine (a serving deployment).
@@ -52,6 +58,13 @@ type FleetEngine struct {
 	// URL is the engine's OpenAI-compatible base URL (the proxy appends
 	// /v1/chat/completions). Optional: `ilb dev` and engine-sim fill it in.
 	URL string `yaml:"url,omitempty"`
+	// Models are the model names the engine serves, as its /v1/models
+	// lists them. Absent: the fleet's default_model, or the one implicit
+	// model of a fleet whose engines list none (fleet_models.go).
+	Models []string `yaml:"models,omitempty"`
+	// MaxContextTokens is the longest prompt the engine accepts; 0
+	// (absent) is no limit.
+	MaxContextTokens int `yaml:"max_context_tokens,omitempty"`
 }
 
 // DecodeStep is the time of one decode step at batch size b:

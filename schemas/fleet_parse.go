@@ -89,6 +89,9 @@ func decodeFleetYAML(data []byte) (*Fleet, error) {
 	if err := checkIntegerFields(&doc); err != nil {
 		return nil, err
 	}
+	if err := checkModelNodes(&doc); err != nil {
+		return nil, err
+	}
 	strict := yaml.NewDecoder(bytes.NewReader(data))
 	strict.KnownFields(true)
 	var f Fleet
@@ -99,7 +102,8 @@ func decodeFleetYAML(data []byte) (*Fleet, error) {
 }
 
 // integerFields are the fleet's int-typed YAML keys.
-var integerFields = map[string]bool{"block_tokens": true, "max_batch": true, "kv_cache_tokens": true, "replicas": true}
+var integerFields = map[string]bool{"block_tokens": true, "max_batch": true, "kv_cache_tokens": true, "replicas": true,
+	"max_num_batched_tokens": true, "max_context_tokens": true}
 
 func checkIntegerFields(n *yaml.Node) error {
 	if n.Kind == yaml.MappingNode {
@@ -126,6 +130,11 @@ func (f *Fleet) ApplyDefaults() {
 	setDefault(&f.TTFTSLOMs, DefaultTTFTSLOMs)
 	setDefault(&f.TBOTSLOMs, DefaultTBOTSLOMs)
 	setDefault(&f.MeanOutputTokens, DefaultMeanOutputTokens)
+	for i := range f.Clusters {
+		if len(f.Clusters[i].ModelShares) == 0 {
+			f.Clusters[i].ModelShares = nil // "model_shares: {}" is no shares
+		}
+	}
 	for i := range f.Engines {
 		setDefault(&f.Engines[i].Replicas, DefaultReplicas)
 		if f.Engines[i].Scheduler == "" {

@@ -50,7 +50,7 @@ func TestParseDesignFleet(t *testing.T) {
 	want := FleetEngine{Name: "east-h100-0", Region: "east-us", SKU: "h100", Residency: "us",
 		PrefillTokensPerS: 8700, DecodeStepMs: DecodeStep{Base: 29.6, PerSeq: 0.35}, MaxBatch: 64,
 		KVCacheTokens: 500000, Replicas: 1, Scheduler: DefaultScheduler}
-	if e != want {
+	if !reflect.DeepEqual(e, want) {
 		t.Errorf("engine = %+v, want %+v", e, want)
 	}
 	if f.TTFTSLOMs != 2000 || f.MeanOutputTokens != 200 || f.ShedPenaltyMs != 0 || f.TBOTSLOMs != 100 || f.TotalDemandRPS != 0 {

@@ -13,11 +13,12 @@ import (
 // Validate checks a fleet with defaults applied: globals in range, network
 // latencies finite and non-negative, unique valid names, every region
 // used by a cluster or engine present in network_ms, positive engine
-// numbers, demand shares summing to more than zero, and at least one
-// eligible engine for every cluster. Errors name the offending entry.
+// numbers, demand shares summing to more than zero, at least one
+// eligible engine for every cluster, and the model fields
+// (validateModels). Errors name the offending entry.
 func (f *Fleet) Validate() error {
 	for _, check := range []func() error{f.validateGlobals, f.validateNetwork,
-		f.validateClusters, f.validateEngines, f.validateEligibility} {
+		f.validateClusters, f.validateEngines, f.validateEligibility, f.validateModels} {
 		if err := check(); err != nil {
 			return fmt.Errorf("schemas: fleet: %w: %w", ErrInvalid, err)
 		}

@@ -19,7 +19,12 @@ func goldenEvents() map[string]Event {
 	failed := sampleCompletion()
 	failed.Completion.Error = "upstream reset"
 	failed.Completion.OutputTokens, failed.Completion.TBOTMs = 0, 0
-	return map[string]Event{"status": sampleStatus(), "completion": sampleCompletion(), "completion_failed": failed}
+	// A completion naming its model (field 11, added compatibly: the
+	// other files did not change, and old readers skip it).
+	model := sampleCompletion()
+	model.Completion.Model = "llama-3-70b"
+	return map[string]Event{"status": sampleStatus(), "completion": sampleCompletion(), "completion_failed": failed,
+		"completion_model": model}
 }
 
 // futureStatus is a status as a later producer might send it: known fields

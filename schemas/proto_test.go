@@ -141,6 +141,7 @@ func toDynamic(fd protoreflect.FileDescriptor, ev *Event) *dynamicpb.Message {
 		"prompt_tokens": protoreflect.ValueOfUint32(co.PromptTokens), "cached_prompt_tokens": protoreflect.ValueOfUint32(co.CachedPromptTokens),
 		"output_tokens": protoreflect.ValueOfUint32(co.OutputTokens), "ttft_ms": protoreflect.ValueOfFloat64(co.TTFTMs),
 		"tbot_ms": protoreflect.ValueOfFloat64(co.TBOTMs), "error": protoreflect.ValueOfString(co.Error),
+		"model": protoreflect.ValueOfString(co.Model),
 	})
 	return env
 }
@@ -163,7 +164,9 @@ func TestCodecMatchesProto(t *testing.T) {
 	fd := parseSignalProto(t)
 	failed := sampleCompletion()
 	failed.Completion.Error = "timeout"
-	for name, ev := range map[string]Event{"status": sampleStatus(), "completion": sampleCompletion(), "failed": failed} {
+	withModel := sampleCompletion()
+	withModel.Completion.Model = "llama-3-70b"
+	for name, ev := range map[string]Event{"status": sampleStatus(), "completion": sampleCompletion(), "failed": failed, "model": withModel} {
 		t.Run(name, func(t *testing.T) {
 			ours, err := AppendEvent(nil, &ev)
 			if err != nil {
@@ -194,6 +197,7 @@ func TestProtoFieldNumbersMatchCodec(t *testing.T) {
 		"SignalEvent.schema_version": int(fieldEventVersion), "SignalEvent.status": int(fieldEventStatus),
 		"SignalEvent.completion": int(fieldEventCompletion), "EngineStatus.kv_cache_utilization": int(fieldStatusKVUtilization),
 		"Completion.error": int(fieldCompError), "Completion.tbot_ms": int(fieldCompTBOT),
+		"Completion.model": int(fieldCompModel),
 	}
 	for key, num := range want {
 		msg, field, _ := strings.Cut(key, ".")
@@ -202,8 +206,8 @@ func TestProtoFieldNumbersMatchCodec(t *testing.T) {
 			t.Errorf("%s: .proto has %v, codec uses %d", key, f, num)
 		}
 	}
-	if n := fd.Messages().ByName("Completion").Fields().Len(); n != 10 {
-		t.Errorf("Completion has %d fields in signal.proto, codec knows 10", n)
+	if n := fd.Messages().ByName("Completion").Fields().Len(); n != 11 {
+		t.Errorf("Completion has %d fields in signal.proto, codec knows 11", n)
 	}
 	if n := fd.Messages().ByName("EngineStatus").Fields().Len(); n != 8 {
 		t.Errorf("EngineStatus has %d fields in signal.proto, codec knows 8", n)

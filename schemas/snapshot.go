@@ -26,6 +26,36 @@ type Snapshot struct {
 	// start within the TTFT SLO (services/internal/routing.QueueLimit).
 	// Optional: without them the data plane admits everything.
 	QueueLimits map[string]float64 `json:"queue_limits,omitempty"`
+	// Classes are the weights of each request class (a model and a band
+	// of prompt lengths, fleet_models.go) of a fleet with more than one
+	// class; the top-level weights are then their demand-weighted mix,
+	// for readers that know no classes. Optional: a class not listed, or
+	// a snapshot without classes, routes by the top-level weights, within
+	// the engines that serve the class.
+	Classes []SnapshotClass `json:"classes,omitempty"`
+}
+
+// SnapshotClass is one request class's part of a snapshot: its weights,
+// shed fraction and selection table, as the top level has them for a
+// fleet of one class. The class is identified by its model and the upper
+// end of its band (0: none).
+type SnapshotClass struct {
+	Model           string             `json:"model"`
+	MinPromptTokens int                `json:"min_prompt_tokens,omitempty"` // band's lower end, exclusive
+	MaxPromptTokens int                `json:"max_prompt_tokens,omitempty"` // band's upper end, inclusive; 0: none
+	Weights         map[string]float64 `json:"weights"`
+	ShedFraction    float64            `json:"shed_fraction"`
+	Table           *SnapshotTable     `json:"table,omitempty"`
+}
+
+// Class returns the class of s with the given model and band upper end.
+func (s *Snapshot) Class(model string, maxPromptTokens int) (*SnapshotClass, bool) {
+	for i := range s.Classes {
+		if k := &s.Classes[i]; k.Model == model && k.MaxPromptTokens == maxPromptTokens {
+			return k, true
+		}
+	}
+	return nil, false
 }
 
 // SnapshotTable carries a selection table compactly. Engines lists the

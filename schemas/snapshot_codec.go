@@ -53,9 +53,11 @@ func (s *Snapshot) validate() error {
 		return err
 	}
 	if s.Table != nil {
-		return s.Table.Validate()
+		if err := s.Table.Validate(); err != nil {
+			return err
+		}
 	}
-	return nil
+	return validateClasses(s.Classes)
 }
 
 // validateQueueLimits checks every limit is a finite number >= 0 for a
@@ -179,6 +181,13 @@ func DecodeSnapshot(data []byte) (*Snapshot, error) {
 	}
 	if err := s.Validate(); err != nil {
 		return nil, err
+	}
+	// Empty optional lists read as absent, as they encode (omitempty).
+	if len(s.Classes) == 0 {
+		s.Classes = nil
+	}
+	if len(s.QueueLimits) == 0 {
+		s.QueueLimits = nil
 	}
 	return &s, nil
 }

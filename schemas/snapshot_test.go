@@ -181,7 +181,7 @@ func TestDecodeSnapshotErrors(t *testing.T) {
 }
 
 func FuzzDecodeSnapshot(f *testing.F) {
-	for _, name := range []string{"snapshot_design.json", "snapshot_table.json"} {
+	for _, name := range []string{"snapshot_design.json", "snapshot_table.json", "snapshot_classes.json"} {
 		data, err := os.ReadFile(filepath.Join("testdata", name))
 		if err != nil {
 			f.Fatal(err)

@@ -8,6 +8,10 @@ type Feature struct {
 	WindowEndUnixNano   int64
 	Engine              string
 	Cluster             string // empty for the engine-level row
+	// Class is the request class of a (cluster, class, engine) row: the
+	// key of its model and prompt band (ModelClass.Key), empty for engine
+	// rows and in a fleet of one class.
+	Class string
 
 	Requests      uint64  // completions seen in the window
 	Errors        uint64  // completions with an error

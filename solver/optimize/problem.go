@@ -28,6 +28,10 @@ type Problem struct {
 	NetworkMs     map[string]map[string]float64 `json:"network_ms"`
 	// Eligible, when it has cluster c, lists the only engines c may use.
 	Eligible map[string][]string `json:"eligible,omitempty"`
+	// Demands, when given, split the clusters' demand into request
+	// classes (classes.go): ParseProblem expands each into a cluster of
+	// its own that may use only the engines serving its class.
+	Demands []Demand `json:"demands,omitempty"`
 }
 
 // Cluster is a front-end cluster and the traffic it sends.
@@ -42,6 +46,10 @@ type Engine struct {
 	CapacityRps float64 `json:"capacity_rps"`
 	TTFT        TTFT    `json:"ttft"`
 	TBOT        TBOT    `json:"tbot"`
+	// Models the engine serves (none listed: every model) and the longest
+	// prompt it accepts (0: no limit), for Demands (classes.go).
+	Models           []string `json:"models,omitempty"`
+	MaxContextTokens int      `json:"max_context_tokens,omitempty"`
 }
 
 // TTFT is time to first token: BaseMs + QueueMs·ρ/(1−ρ) at utilisation ρ.
@@ -68,9 +76,9 @@ func invalid(format string, a ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, a...))
 }
 
-// ParseProblem decodes and validates a problem. It is strict: unknown
-// fields, trailing data and every violation Validate finds are errors with
-// a one-line reason.
+// ParseProblem decodes and validates a problem, and expands its demands
+// (Expand). It is strict: unknown fields, trailing data and every
+// violation Validate or Expand finds are errors with a one-line reason.
 func ParseProblem(data []byte) (*Problem, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -81,10 +89,7 @@ func ParseProblem(data []byte) (*Problem, error) {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, invalid("bad JSON: data after the problem object")
 	}
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	return &p, nil
+	return p.Expand()
 }
 
 func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
@@ -98,7 +103,13 @@ func (p *Problem) Validate() error {
 	if err := p.validateNetwork(clusters, engines); err != nil {
 		return err
 	}
-	return p.validateEligible(clusters, engines)
+	if err := p.validateEligible(clusters, engines); err != nil {
+		return err
+	}
+	if len(p.Demands) > 0 {
+		return invalid("demands are not expanded: call Expand (ParseProblem does)")
+	}
+	return nil
 }
 
 // validateAllButNetwork is Validate without the check of network_ms,

@@ -90,6 +90,9 @@ func TestValidateRejectsNonFinite(t *testing.T) {
 
 func FuzzParseProblem(f *testing.F) {
 	f.Add(talkJSON(f))
+	if data, err := os.ReadFile("testdata/classes.json"); err == nil {
+		f.Add(data) // demands and engine models
+	}
 	f.Add([]byte(`{"max_utilization": 0.5, "shed_penalty_ms": 10, "clusters": [{"name": "a", "demand_rps": 5}],
 		"engines": [{"name": "e", "capacity_rps": 3, "ttft": {"base_ms": 1, "queue_ms": 2}}], "network_ms": {"a": {"e": 1}}}`))
 	f.Add([]byte(`{"max_utilization": 0.9, "shed_penalty_ms": 1, "clusters": [{"name": "a", "demand_rps": 0}],

@@ -3,6 +3,7 @@ package prior
 import (
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 
 	"github.com/ilb-router/ilb/solver/engine"
@@ -51,7 +52,7 @@ func TestProfileShape(t *testing.T) {
 	}
 	// Cached tokens are not prefilled: half cached is a 2000-token prompt.
 	half := Profile("h", h100, Shape{PromptTokens: 4000, CachedFraction: 0.5, OutputTokens: 200})
-	if want := Profile("h", h100, Shape{PromptTokens: 2000, OutputTokens: 200}); half != want {
+	if want := Profile("h", h100, Shape{PromptTokens: 2000, OutputTokens: 200}); !reflect.DeepEqual(half, want) {
 		t.Errorf("half cached %+v, want %+v", half, want)
 	}
 	// Replicas scale capacity and shrink the M/M/c wait; they leave the

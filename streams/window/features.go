@@ -16,10 +16,18 @@ type FeaturesConfig struct {
 	// For an engine missing here Utilization is 0: running+waiting is not
 	// a batch limit, and a guess would read like a measurement.
 	MaxBatchPerReplica map[string]int
-	// MaxClustersPerEngine bounds the (cluster, engine) rows of one engine
-	// in one window. Completions from further clusters count in the engine
-	// row only, and in FeatureStats.ClusterOverflow.
+	// MaxClustersPerEngine bounds the (cluster, class, engine) rows of one
+	// engine in one window. Completions from further clusters (or
+	// classes) count in the engine row only, and in
+	// FeatureStats.ClusterOverflow.
 	MaxClustersPerEngine int
+	// Classify returns the request class of a completion (the Class of
+	// its pair row: a key of the fleet's model and prompt band, e.g.
+	// services/internal/routing.Rows.Label). nil, or "" from it, puts
+	// the completion in its cluster's row without a class, as in a fleet
+	// of one class. It is called once per completion with a cluster (its
+	// arguments are values so that the event does not escape).
+	Classify func(engine, model string, promptTokens uint32) string
 }
 
 // DefaultFeaturesConfig returns DefaultConfig windows, no known batch
@@ -52,8 +60,8 @@ type FeatureStats struct {
 }
 
 // Features turns signal events into feature rows (schemas.Feature): per
-// window, one row per engine and one per (cluster, engine) pair seen in
-// completions. It is a Windower keyed by engine, so late events are counted
+// window, one row per engine and one per (cluster, class, engine) seen in
+// completions (the class from FeaturesConfig.Classify; none without it). It is a Windower keyed by engine, so late events are counted
 // on engine rows (pair rows carry LateEvents 0), and status-derived fields
 // (InFlight, Utilization, KVCacheUtil, ReadyReplicas, Healthy,
 // StatusEvents) are on engine rows only. Latency quantiles exclude failed
@@ -63,6 +71,7 @@ type Features struct {
 	w           *Windower[engineAcc]
 	maxBatch    map[string]int
 	maxClusters int
+	classify    func(engine, model string, promptTokens uint32) string
 	sizeSec     float64
 	stats       FeatureStats
 	out         []schemas.Feature // rows being drained
@@ -82,6 +91,7 @@ func NewFeatures(cfg FeaturesConfig) (*Features, error) {
 		w:           w,
 		maxBatch:    maps.Clone(cfg.MaxBatchPerReplica),
 		maxClusters: cfg.MaxClustersPerEngine,
+		classify:    cfg.Classify,
 		sizeSec:     cfg.Window.Size.Seconds(),
 	}, nil
 }
@@ -94,6 +104,9 @@ func (f *Features) Add(pos Position, ev *schemas.Event) Outcome {
 	case schemas.KindCompletion:
 		c := &ev.Completion
 		s := prepareCompletion(c)
+		if f.classify != nil && c.Cluster != "" {
+			s.class = f.classify(c.Engine, c.Model, c.PromptTokens)
+		}
 		return f.w.Add(pos, c.TimeUnixNano, c.Engine, func(a *engineAcc) {
 			if !a.addCompletion(c, &s, f.maxClusters) {
 				f.stats.ClusterOverflow++

@@ -1,6 +1,7 @@
 package window
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 
@@ -23,8 +24,8 @@ type engineAcc struct {
 }
 
 type clusterAcc struct {
-	name string
-	cell cellAcc
+	name, class string
+	cell        cellAcc
 }
 
 // cellAcc accumulates completions (an engine row or a pair row).
@@ -52,6 +53,7 @@ type statusAcc struct {
 type completionSample struct {
 	ttft, tbot sample
 	failed     bool
+	class      string // the completion's request class (Features.classify)
 }
 
 func prepareCompletion(c *schemas.Completion) completionSample {
@@ -69,7 +71,7 @@ func (a *engineAcc) reset() {
 	a.other.reset()
 	a.status = statusAcc{}
 	for i := range a.n {
-		a.clusters[i].name = ""
+		a.clusters[i].name, a.clusters[i].class = "", ""
 		a.clusters[i].cell.reset()
 	}
 	a.n, a.hot = 0, 0
@@ -82,7 +84,7 @@ func (a *engineAcc) addCompletion(c *schemas.Completion, s *completionSample, ma
 		a.other.add(c, s)
 		return true
 	}
-	cell := a.cluster(c.Cluster, maxClusters)
+	cell := a.cluster(c.Cluster, s.class, maxClusters)
 	if cell == nil {
 		a.other.add(c, s)
 		return false
@@ -91,12 +93,12 @@ func (a *engineAcc) addCompletion(c *schemas.Completion, s *completionSample, ma
 	return true
 }
 
-func (a *engineAcc) cluster(name string, maxClusters int) *cellAcc {
-	if a.hot < a.n && a.clusters[a.hot].name == name {
+func (a *engineAcc) cluster(name, class string, maxClusters int) *cellAcc {
+	if a.hot < a.n && a.clusters[a.hot].name == name && a.clusters[a.hot].class == class {
 		return &a.clusters[a.hot].cell
 	}
 	for i := range a.n {
-		if a.clusters[i].name == name {
+		if a.clusters[i].name == name && a.clusters[i].class == class {
 			a.hot = i
 			return &a.clusters[i].cell
 		}
@@ -107,7 +109,7 @@ func (a *engineAcc) cluster(name string, maxClusters int) *cellAcc {
 	if a.n == len(a.clusters) {
 		a.clusters = append(a.clusters, clusterAcc{})
 	}
-	a.clusters[a.n].name = name
+	a.clusters[a.n].name, a.clusters[a.n].class = name, class
 	a.hot = a.n
 	a.n++
 	return &a.clusters[a.hot].cell
@@ -175,10 +177,14 @@ func (a *engineAcc) appendRows(dst []schemas.Feature, e Entry[engineAcc], all *c
 	row.LateEvents = e.Late
 	dst = append(dst, row)
 	active := a.clusters[:a.n]
-	slices.SortFunc(active, func(x, y clusterAcc) int { return strings.Compare(x.name, y.name) })
+	slices.SortFunc(active, func(x, y clusterAcc) int {
+		return cmp.Or(strings.Compare(x.name, y.name), strings.Compare(x.class, y.class))
+	})
 	a.hot = 0
 	for i := range active {
-		dst = append(dst, active[i].cell.row(e, active[i].name, sizeSec))
+		row := active[i].cell.row(e, active[i].name, sizeSec)
+		row.Class = active[i].class
+		dst = append(dst, row)
 	}
 	return dst
 }
