@@ -161,3 +161,23 @@ func TestParseClassesExample(t *testing.T) {
 		}
 	}
 }
+
+// TestClassFleetExpands: the benchmark's classes regime, built through
+// Expand from engine models and context limits, gives every row exactly
+// the engines of its model that reach its band.
+func TestClassFleetExpands(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a 1,200-row problem")
+	}
+	p := regimeFleet(t, regimeClasses, 100, 1000)
+	if len(p.Clusters) != 100*classModels*len(bandShare) || len(p.Engines) != 1000 {
+		t.Fatalf("%d rows, %d engines", len(p.Clusters), len(p.Engines))
+	}
+	for r, c := range p.Clusters {
+		m, b := r/len(bandShare)%classModels, r%len(bandShare)
+		want := classEngines(p, m, b)
+		if got := p.Eligible[c.Name]; strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Fatalf("row %s may use %d engines, want %d", c.Name, len(got), len(want))
+		}
+	}
+}

@@ -103,13 +103,7 @@ func (p *Problem) Validate() error {
 	if err := p.validateNetwork(clusters, engines); err != nil {
 		return err
 	}
-	if err := p.validateEligible(clusters, engines); err != nil {
-		return err
-	}
-	if len(p.Demands) > 0 {
-		return invalid("demands are not expanded: call Expand (ParseProblem does)")
-	}
-	return nil
+	return p.validateEligible(clusters, engines)
 }
 
 // validateAllButNetwork is Validate without the check of network_ms,
@@ -136,6 +130,9 @@ func (p *Problem) validateHead() (clusters, engines map[string]bool, err error) 
 	}
 	if len(p.Clusters) == 0 {
 		return nil, nil, invalid("no clusters")
+	}
+	if len(p.Demands) > 0 {
+		return nil, nil, invalid("demands are not expanded: call Expand (ParseProblem does)")
 	}
 	if len(p.Engines) == 0 {
 		return nil, nil, invalid("no engines")

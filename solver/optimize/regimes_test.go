@@ -3,6 +3,7 @@ package optimize
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -83,33 +84,63 @@ var (
 	bandReach   = []float64{1, 2.0 / 3, 1.0 / 3}
 )
 
-// classFleet is issue 14's request-class model as the solver would see
-// it: one demand row per (cluster, model, band), each eligible only for
-// the engines serving its model that reach its band, all sharing the
-// engines' capacity and the cluster's network times: spec.clusters ×
-// classModels × len(bandShare) rows.
+// classFleet is issue 14's request-class model as `ilb solve` takes it:
+// engines list their model and context limit, clusters give their demand
+// as demand rows per (model, band), and Expand turns each row into a
+// solver cluster eligible only for the engines serving its model that
+// reach its band, all sharing the engines' capacity and the cluster's
+// network times: spec.clusters × classModels × len(bandShare) rows.
+// Engine i serves model i mod classModels; of each model's engines the
+// first bandReach[b] reach band b (context limits classLimits). Base
+// eligibility is dropped, so every row's engines are exactly
+// classEngines (TestClassFleetExpands checks it).
 func classFleet(tb testing.TB, rng *rand.Rand, spec fleetSpec) *Problem {
 	base := randomFleet(tb, rng, spec)
 	p := *base
-	p.Clusters, p.NetworkMs, p.Eligible = nil, map[string]map[string]float64{}, map[string][]string{}
+	p.Engines = slices.Clone(base.Engines)
+	p.Eligible = nil
+	perModel := len(p.Engines) / classModels
+	for i := range p.Engines {
+		e := &p.Engines[i]
+		e.Models = []string{classModel(i % classModels)}
+		e.MaxContextTokens = classLimits[len(classLimits)-1]
+		for b := len(bandReach) - 1; b >= 0; b-- {
+			if float64(i/classModels) < bandReach[b]*float64(perModel) {
+				e.MaxContextTokens = classLimits[b]
+				break
+			}
+		}
+	}
 	modelShare := make([]float64, classModels)
 	sum := 0.0
 	for m := range modelShare {
 		modelShare[m] = 0.8 + 0.4*rng.Float64()
 		sum += modelShare[m]
 	}
-	for _, c := range base.Clusters {
+	p.Clusters = slices.Clone(base.Clusters)
+	for i, c := range base.Clusters {
 		for m := range classModels {
+			lo := 0
 			for b, share := range bandShare {
-				name := fmt.Sprintf("%s/m%d/b%d", c.Name, m, b)
-				p.Clusters = append(p.Clusters, Cluster{Name: name, DemandRps: c.DemandRps * modelShare[m] / sum * share})
-				p.NetworkMs[name] = base.NetworkMs[c.Name]
-				p.Eligible[name] = classEngines(base, m, b)
+				p.Demands = append(p.Demands, Demand{Cluster: c.Name, Model: classModel(m), MinPromptTokens: lo,
+					MaxPromptTokens: classLimits[b], DemandRps: c.DemandRps * modelShare[m] / sum * share})
+				lo = classLimits[b]
 			}
 		}
+		p.Clusters[i].DemandRps = 0
 	}
-	return &p
+	q, err := p.Expand()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return q
 }
+
+// classLimits are the context limits of the bands: an engine reaching
+// band b has limit classLimits[b] (0: none, the last band).
+var classLimits = []int{8192, 32768, 0}
+
+func classModel(m int) string { return fmt.Sprintf("model-%d", m) }
 
 // classEngines lists the engines serving model m that reach band b:
 // engine i serves model i mod classModels, and the first bandReach[b] of
