@@ -224,8 +224,13 @@ func BenchmarkProxyStream(b *testing.B) {
 
 func benchProxyStream(b *testing.B, conc int, gap time.Duration, header bool) {
 	eng := streamEngine(b, 8, gap)
-	d := loadPlane(b, eng.URL)
-	proxy := proxyServer(b, d)
+	probe := &inProcess{}
+	cfg := testConfig("fe-a")
+	cfg.EngineURLs = map[string]string{"eng-a": eng.URL}
+	d := newDP(b, cfg, Deps{Transport: probe.transport(newTransport(cfg))})
+	mustSet(b, d, snap("fe-a", 1, map[string]float64{"eng-a": 1}))
+	proxy := httptest.NewServer(probe.handler(d.Handler()))
+	b.Cleanup(proxy.Close)
 	client := loadClient(conc)
 	defer client.CloseIdleConnections()
 	n := max(b.N, conc)
@@ -234,6 +239,7 @@ func benchProxyStream(b *testing.B, conc int, gap time.Duration, header bool) {
 	runLoad(ctx, client, warm) // connections up on both hops
 	warm.url = eng.URL
 	runLoad(ctx, client, warm)
+	probe.reset()
 	direct := runLoad(ctx, client, loadSpec{url: eng.URL, conc: conc, requests: n, header: header, deadline: 2 * time.Minute})
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -253,8 +259,82 @@ func benchProxyStream(b *testing.B, conc int, gap time.Duration, header bool) {
 		b.ReportMetric(float64(pq.Microseconds()), "proxied-"+q.name+"-µs")
 		b.ReportMetric(float64((pq - dq).Microseconds()), "added-"+q.name+"-µs")
 	}
+	own := probe.sorted()
+	b.ReportMetric(float64(percentile(own, 0.5).Microseconds()), "inproc-p50-µs")
+	b.ReportMetric(float64(percentile(own, 0.99).Microseconds()), "inproc-p99-µs")
 	b.ReportMetric(float64(len(proxied.ttfb))/proxied.wall.Seconds(), "req/s")
 }
+
+// inProcess measures the data plane's own share of a request's time to
+// first byte: from the handler's start to its first write to the client,
+// less the engine's time to answer (the transport's round trip, which
+// returns with the engine's headers and first event). What remains is
+// the data plane's work and its waits for a CPU, without the network
+// hops.
+type inProcess struct {
+	mu  sync.Mutex
+	own []time.Duration
+}
+
+type probeKey struct{}
+
+// probeTimes are one request's marks.
+type probeTimes struct {
+	start, rtStart, rtEnd, first time.Time
+}
+
+func (p *inProcess) reset() { p.mu.Lock(); p.own = p.own[:0]; p.mu.Unlock() }
+
+func (p *inProcess) sorted() []time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := slices.Clone(p.own)
+	slices.Sort(out)
+	return out
+}
+
+func (p *inProcess) handler(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t := &probeTimes{start: time.Now()}
+		h.ServeHTTP(&firstWrite{ResponseWriter: w, t: t}, r.WithContext(context.WithValue(r.Context(), probeKey{}, t)))
+		if !t.first.IsZero() && !t.rtEnd.IsZero() {
+			p.mu.Lock()
+			p.own = append(p.own, t.first.Sub(t.start)-t.rtEnd.Sub(t.rtStart))
+			p.mu.Unlock()
+		}
+	})
+}
+
+func (p *inProcess) transport(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		t, _ := r.Context().Value(probeKey{}).(*probeTimes)
+		start := time.Now()
+		resp, err := rt.RoundTrip(r)
+		if t != nil {
+			t.rtStart, t.rtEnd = start, time.Now()
+		}
+		return resp, err
+	})
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// firstWrite notes the first write to the client.
+type firstWrite struct {
+	http.ResponseWriter
+	t *probeTimes
+}
+
+func (f *firstWrite) Write(b []byte) (int, error) {
+	if f.t.first.IsZero() {
+		f.t.first = time.Now()
+	}
+	return f.ResponseWriter.Write(b)
+}
+
+func (f *firstWrite) Flush() { f.ResponseWriter.(http.Flusher).Flush() }
 
 // cannedEngine is an in-memory engine for measuring the data plane's own
 // work per request: it answers every request with the same event stream.
