@@ -69,7 +69,7 @@ func TestBacktestCommand(t *testing.T) {
 			t.Errorf("policy %+v", p)
 		}
 		if p.SLO == nil || p.SLO.TTFTMs == nil || p.SLO.TBOTMs == nil || p.SLOAttainment == nil || p.GoodputRPS == nil ||
-			p.ServedFraction == nil || p.ShedFraction == nil || *p.SLO.TTFTMs != 2000 || *p.SLO.TBOTMs != 100 ||
+			p.ServedFraction == nil || p.ShedFraction == nil || *p.SLO.TTFTMs != 10000 || *p.SLO.TBOTMs != 100 ||
 			*p.ServedFraction != float64(p.Served)/float64(p.Requests) || *p.SLOAttainment > *p.ServedFraction {
 			t.Errorf("goodput fields of %s: %s", p.Policy, data)
 		}
@@ -116,15 +116,23 @@ func TestBacktestErrorsExit2(t *testing.T) {
 	}
 }
 
-// sloFleet writes the backtest fleet with line added at the top.
+// sloFleet writes the backtest fleet with line ("key: value") in place
+// of its line for the same key, or added at the top.
 func sloFleet(t *testing.T, line string) string {
 	t.Helper()
 	data, err := os.ReadFile(btFleet)
 	if err != nil {
 		t.Fatal(err)
 	}
+	key, _, _ := strings.Cut(line, ":")
+	var out []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if !strings.HasPrefix(l, key+":") {
+			out = append(out, l)
+		}
+	}
 	path := filepath.Join(t.TempDir(), "fleet.yaml")
-	if err := os.WriteFile(path, append([]byte(line+"\n"), data...), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(line+"\n"+strings.Join(out, "\n")), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return path
