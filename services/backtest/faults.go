@@ -1,6 +1,7 @@
 package backtest
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 )
@@ -26,7 +27,7 @@ func (s *sim) faults() ([]fault, error) {
 	}
 	slices.SortStableFunc(out, func(a, b fault) int {
 		if a.at != b.at {
-			return cmpInt64(a.at, b.at)
+			return cmp.Compare(a.at, b.at)
 		}
 		return cmpBool(a.fail, b.fail) // a recovery first
 	})

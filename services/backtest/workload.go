@@ -1,6 +1,7 @@
 package backtest
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -127,7 +128,7 @@ func shapeItems(t *Trace, fi *fleetInfo, sh shaping) (items []item, dropped int,
 			items = append(items, item{at: at, req: i, copy: k, cluster: int32(c)})
 		}
 	}
-	slices.SortStableFunc(items, func(a, b item) int { return cmpInt64(a.at, b.at) })
+	slices.SortStableFunc(items, func(a, b item) int { return cmp.Compare(a.at, b.at) })
 	return items, dropped, nil
 }
 
@@ -148,14 +149,4 @@ func copiesOf(sw []Swing, at int64, conv string, seed uint64) int {
 		whole++
 	}
 	return int(whole)
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"cmp"
 	"hash/fnv"
 	"slices"
 )
@@ -50,22 +51,12 @@ func boundedHashPolicy() Policy {
 			}
 			slices.SortFunc(b.ring, func(x, y ringPoint) int {
 				if x.hash != y.hash {
-					return cmpUint64(x.hash, y.hash)
+					return cmp.Compare(x.hash, y.hash)
 				}
 				return int(x.engine - y.engine)
 			})
 			return b, nil
 		}}
-}
-
-func cmpUint64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // bound is ⌈c·(total+1)/n⌉.
@@ -83,7 +74,7 @@ func (b *boundedHash) Pick(v View, r *Request) int {
 	}
 	limit := bound(total, len(b.cand))
 	key := mix64(r.Key)
-	start, _ := slices.BinarySearchFunc(b.ring, key, func(p ringPoint, k uint64) int { return cmpUint64(p.hash, k) })
+	start, _ := slices.BinarySearchFunc(b.ring, key, func(p ringPoint, k uint64) int { return cmp.Compare(p.hash, k) })
 	w := -1
 	for k := range b.ring {
 		p := b.ring[(start+k)%len(b.ring)]
