@@ -155,6 +155,7 @@ func (f *dataplaneFlags) engineURLs(cfg *dataplane.Config) error {
 		if err := f.fleetEngines(fl, cfg.EngineURLs, cfg.EngineCapacity); err != nil {
 			return badInput("%v", err)
 		}
+		fleetModels(cfg, fl, f.set["default-model"])
 	}
 	return f.engineFlags(cfg.EngineURLs)
 }
@@ -282,4 +283,19 @@ func addExtProc(g *svcrun.Group, e *env, d *dataplane.DataPlane, cfg dataplane.C
 		})
 	})
 	return nil
+}
+
+// fleetModels gives the data plane the engines' model lists (GET
+// /v1/models) and, unless --default-model was given, the fleet's
+// default_model.
+func fleetModels(cfg *dataplane.Config, fl *schemas.Fleet, keepDefault bool) {
+	cfg.EngineModels = map[string][]string{}
+	for _, en := range fl.Engines {
+		if len(en.Models) > 0 {
+			cfg.EngineModels[en.Name] = en.Models
+		}
+	}
+	if fl.DefaultModel != "" && !keepDefault {
+		cfg.DefaultModel = fl.DefaultModel
+	}
 }

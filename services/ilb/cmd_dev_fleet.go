@@ -211,6 +211,7 @@ func (d *devFleet) buildDataPlane() error {
 		cfg.EngineURLs[e.Name] = d.sim.BaseURL(e.Name)
 		cfg.EngineCapacity[e.Name] = max(1, e.MaxBatch) * max(1, e.Replicas)
 	}
+	fleetModels(&cfg, d.plan.fleet, false)
 	kc := d.kafkaConfig("ilb-dev-dataplane")
 	dp, err := dataplane.New(cfg, dataplane.Deps{Logger: d.log.With("service", "dataplane"), Tracer: d.tel.Tracer,
 		Meter: d.tel.Meter, Metrics: d.tel.MetricsHandler(), JetStream: d.js, NATS: d.nc, Kafka: &kc, Health: d.health})

@@ -14,6 +14,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/ilb-router/ilb/schemas"
+	"github.com/ilb-router/ilb/services/dataplane"
 	"github.com/ilb-router/ilb/streams/streamstest"
 )
 
@@ -83,4 +85,21 @@ func extractHTTP(t *testing.T, out string) string {
 		t.Fatalf("no HTTP address in %q", out)
 	}
 	return m[1]
+}
+
+// TestFleetModels: the fleet file's model lists and default_model reach
+// the data plane's GET /v1/models; --default-model wins over the file.
+func TestFleetModels(t *testing.T) {
+	fl := &schemas.Fleet{DefaultModel: "llama-3-8b", Engines: []schemas.FleetEngine{
+		{Name: "a", Models: []string{"llama-3-70b"}}, {Name: "b"}}}
+	cfg := dataplane.DefaultConfig()
+	fleetModels(&cfg, fl, false)
+	if cfg.DefaultModel != "llama-3-8b" || len(cfg.EngineModels) != 1 || cfg.EngineModels["a"][0] != "llama-3-70b" {
+		t.Fatalf("from the fleet: default %q, models %v", cfg.DefaultModel, cfg.EngineModels)
+	}
+	cfg.DefaultModel = "given"
+	fleetModels(&cfg, fl, true)
+	if cfg.DefaultModel != "given" {
+		t.Fatalf("--default-model replaced by the fleet's: %q", cfg.DefaultModel)
+	}
 }

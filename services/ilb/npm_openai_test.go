@@ -95,13 +95,20 @@ func TestNPMOpenAIClient(t *testing.T) {
 		t.Fatalf("client output %q: %v", out, err)
 	}
 	t.Logf("npm openai client: %s", strings.TrimSpace(string(out)))
-	checkNPMResult(t, &r)
+	code, b := httpDo(t, "GET", base+"/v1/models", "")
+	var models struct {
+		Data []struct{ ID string } `json:"data"`
+	}
+	if err := json.Unmarshal(b, &models); code != 200 || err != nil || len(models.Data) == 0 {
+		t.Fatalf("GET /v1/models = %d %s", code, b)
+	}
+	checkNPMResult(t, &r, models.Data[0].ID)
 }
 
-func checkNPMResult(t *testing.T, r *npmResult) {
+func checkNPMResult(t *testing.T, r *npmResult, model string) {
 	t.Helper()
-	if len(r.Models) != 1 || r.Models[0] != "default" {
-		t.Errorf("models.list() = %v, want the one implicit model", r.Models)
+	if len(r.Models) == 0 || r.Models[0] != model {
+		t.Errorf("models.list() = %v, want what GET /v1/models lists (%s first)", r.Models, model)
 	}
 	if len(r.Turns) != 3 || r.Turns[0].Engine == "" || r.Turns[1].Engine != r.Turns[0].Engine || r.Turns[2].Engine != r.Turns[0].Engine {
 		t.Errorf("three turns with no id and no user went to %+v, want one engine", r.Turns)

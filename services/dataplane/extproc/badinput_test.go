@@ -143,21 +143,35 @@ func TestServedFeedsOutlierDetection(t *testing.T) {
 		picked(t, mustRecv(t, st))
 		endRequestStatus(t, st, "500", bad)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		st := f.open(t)
-		mustSend(t, st, withSubset(chatHeaders(true, "x-conversation-id", "probe"), bad))
-		resp := mustRecv(t, st)
-		if resp.GetImmediateResponse() != nil { // eng-c ejected: nothing left in the subset
-			checkImmediate(t, resp, 503, "no_engine_available")
-			return
-		}
-		endRequestStatus(t, st, "200", bad)
-		if time.Now().After(deadline) {
-			t.Fatal("five 503s reported for eng-c did not eject it")
-		}
-		time.Sleep(10 * time.Millisecond)
+	// The owner ejects on its next turn; a success reported before that
+	// would reset the count, so none is sent while waiting.
+	waitFor(t, "eng-c ejected", func() bool { return engineReason(t, f, "eng-c") == "outlier" })
+	st := f.open(t)
+	mustSend(t, st, withSubset(chatHeaders(true, "x-conversation-id", "probe"), bad))
+	checkImmediate(t, mustRecv(t, st), 503, "no_engine_available") // nothing left in the subset
+}
+
+// engineReason is why /v1/routing says engine is unavailable ("" when
+// it is available).
+func engineReason(t *testing.T, f *fixture, engine string) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	f.d.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/routing?cluster=fe-a", nil))
+	var info struct {
+		Engines []struct {
+			Name   string `json:"name"`
+			Reason string `json:"reason"`
+		} `json:"engines"`
 	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &info); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range info.Engines {
+		if e.Name == engine {
+			return e.Reason
+		}
+	}
+	return ""
 }
 
 func endRequestStatus(t *testing.T, st extprocv3.ExternalProcessor_ProcessClient, code, served string) {
