@@ -34,30 +34,46 @@
 //
 //  1. Proximal point rounds. Each round adds (κ/2d_c)·‖x_c − y_c‖² per
 //     cluster, centred on the last round's flows y, which makes the dual
-//     smooth and concave; Newton's method (dense Cholesky over clusters,
-//     Armijo/regula-falsi line search on the concave dual) maximises it.
-//     κ starts at 300 ms and falls tenfold a round. The Hessian counts arcs
-//     a few ms short of flowing with a decaying weight, and groups of
-//     clusters whose flows do not respond to a common price move (they feed
-//     only engines at their cap) jump straight to their next breakpoint:
-//     real fleets hold many routes within a few ms of each other, and
-//     without both the line search cuts every step to a sliver.
-//  2. An exact crossover once a round's duality gap is below 1e-6. The
-//     used routes at the optimum form a forest (with shedding as routes to
-//     a ground node priced at P); given the forest, each tree's prices are
-//     one unknown plus offsets read along its routes, fixed by the tree's
-//     one-dimensional balance, and the flows follow by pruning leaves. A
-//     negative flow leaves the forest; the most violated route joins it
-//     and, if it closes a cycle, the route a flow push would empty first
-//     leaves (the simplex ratio test). From a 1e-6 point this takes a few
-//     to a few dozen changes and ends with optimality conditions that hold
-//     to rounding.
+//     smooth and concave; Newton's method (Cholesky over clusters, block
+//     by block: clusters no engine couples form separate systems, so
+//     fleets of separate parts, such as models with their own engines,
+//     cost the sum of their cubes; Armijo/regula-falsi line search on the
+//     concave dual) maximises it. κ starts at 300 ms and falls tenfold a
+//     round. The Hessian counts arcs a few ms short of flowing with a
+//     decaying weight, and groups of clusters whose flows do not respond to
+//     a common price move (they feed only engines at their cap) jump
+//     straight to their next breakpoint: real fleets hold many routes
+//     within a few ms of each other, and without both the line search cuts
+//     every step to a sliver.
+//  2. The exact finish, once a round's duality gap is below 1e-2 (usually
+//     after the first round): the tie method (ties.go). Its state is a
+//     point of the unregularised dual that is always dual feasible: every
+//     engine is priced at the best bid max_c(π_c − n_ce) for it and owned
+//     by the bidder. The engines two or more clusters share (ties), and the
+//     clusters that shed (tied to a ground node priced at P), form a forest
+//     over clusters, and a tree's clusters move their prices together, by
+//     one level. A move takes one tree to the level where the dual is
+//     largest along it: where its demand equals the load of the engines it
+//     owns (a one-dimensional root), or a kink, where it would take or give
+//     up an engine another tree bids for equally, which joins the trees
+//     (the engine becomes a tie), or reach P, which ties it to the ground.
+//     When every tree balances, flows follow by pruning leaves (owned
+//     engines send their load to their owner, shared ones split theirs
+//     along the tree); a negative flow cuts its arc and each side moves on
+//     its own. Every move raises the dual; the method ends when every tree
+//     balances with non-negative flows, where the optimality conditions
+//     hold to rounding. It starts from the round's prices and the engines
+//     its flows share; moves look only at the bids within 40 ms of each
+//     engine's best (bidLists), smaller trees first. The crossover of
+//     earlier versions (crossover.go: the same forest with every used
+//     route in it, one change at a time) remains the fallback, tried once
+//     the gap is below 1e-6 if the tie method ran out of moves.
 //  3. The certificate: the flows are repaired to exact feasibility and
 //     costed (the objective), and the Lagrangian dual at the final prices,
 //     Σ_c π_c·d_c − Σ_e F*_e(max_c(π_c − n_ce)) with F* the convex conjugate
 //     over [0, u], is a lower bound on the optimum for any prices.
 //     [Solution] reports both, their relative gap, and the largest KKT
-//     violation in ms. With the crossover the gap is about 1e-15.
+//     violation in ms. With an exact finish the gap is about 1e-15.
 //
 // Evaluations visit, per engine, only the arcs within 30 ms of its price at
 // the last rebuild (an arc's b and the engine's price each move at most as
@@ -70,9 +86,10 @@
 //
 // # Warm starts and churn
 //
-// [Options.Previous] starts from the last solution: its routes, scaled to
-// today's demand, are usually the new optimum's forest or a few changes
-// from it, so the crossover is tried first. [Options.ChurnMs] > 0 makes
+// [Options.Previous] starts from the last solution: its prices, and the
+// engines its routes (scaled to today's demand) share, are usually the new
+// optimum's ties or a few changes from them, so the tie method is tried
+// first, then the crossover, before any Newton round. [Options.ChurnMs] > 0 makes
 // the previous solution the proximal centre of one exactly solved round:
 // the objective gains (ChurnMs/2)·‖w_c − w_prev,c‖² ms per request of each
 // cluster (the shed fraction counts as a weight). Moving all of a cluster's

@@ -76,12 +76,15 @@ func (st *state) solution(p *Problem, pv *previous, run runStats) *Solution {
 		sol.ShedFraction[cl.Name] = ct.s[c] / m.demand[c]
 		sol.ClusterPriceMs[cl.Name] = ct.pi[c]
 	}
+	sums := make([]float64, m.nc) // per cluster Σ weights, in engine order (arcs are by engine)
 	for i, a := range ct.arcs {
 		c := clusterOfArc(m, a)
-		sol.Weights[p.Clusters[c].Name][p.Engines[m.arcEng[a]].Name] = ct.flow[i] / m.demand[c]
+		w := ct.flow[i] / m.demand[c]
+		sol.Weights[p.Clusters[c].Name][p.Engines[m.arcEng[a]].Name] = w
+		sums[c] += w
 	}
 	if pv != nil {
-		sol.WeightChurn = st.weightChurn(p, pv, sol)
+		sol.WeightChurn = st.weightChurn(p, pv, sol, sums)
 	}
 	return sol
 }
@@ -113,7 +116,7 @@ func (st *state) idleCluster(p *Problem, c int, mu []float64, sol *Solution) {
 // weightChurn is the mean over clusters of ½·Σ|Δw| (shed included) between
 // the previous solution and sol, for clusters both have. Previous weight on
 // engines the cluster can no longer use counts as moved.
-func (st *state) weightChurn(p *Problem, pv *previous, sol *Solution) float64 {
+func (st *state) weightChurn(p *Problem, pv *previous, sol *Solution, sums []float64) float64 {
 	total, n := 0.0, 0
 	for c, cl := range p.Clusters {
 		if !pv.known[c] {
@@ -127,9 +130,12 @@ func (st *state) weightChurn(p *Problem, pv *previous, sol *Solution) float64 {
 			tv += math.Abs(now - pv.w[i])
 			matched += now
 		}
-		sum := 0.0
-		for _, e := range p.Engines { // problem order, not map order: bit-identical sums
-			sum += cur[e.Name]
+		sum := sums[c] // summed in engine order, not map order: bit-identical
+		if st.m.demand[c] == 0 {
+			sum = 0
+			for _, w := range cur { // an idle cluster's one route (idleCluster)
+				sum += w
+			}
 		}
 		tv += max(0, sum-matched) // weight on engines the previous solution did not use
 		total += tv / 2

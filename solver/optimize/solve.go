@@ -228,7 +228,7 @@ func (st *state) tryTies(from *point) (certificate, bool) {
 // engines, can merge and split far longer, and the rounds then go on).
 const (
 	tieMoves           = 200
-	tieMovesPerCluster = 8
+	tieMovesPerCluster = 20
 )
 
 // crossoverChanges, plus two per cluster, bounds the forest changes of one
