@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ilb-router/ilb/schemas"
+	"github.com/ilb-router/ilb/services/internal/routing"
 	"github.com/ilb-router/ilb/services/internal/run"
 	"github.com/ilb-router/ilb/solver/regress"
 	"github.com/ilb-router/ilb/streams/kafka"
@@ -60,6 +61,11 @@ type Config struct {
 	// MaxBatchPerReplica maps an engine to its fleet max_batch, for the
 	// utilisation feature (ConfigFromFleet fills it).
 	MaxBatchPerReplica map[string]int
+	// Classify labels a completion with its request class (model and
+	// prompt band; routing.Rows.Label), so that pair rows are per
+	// (cluster, class, engine). nil (a fleet of one class): per (cluster,
+	// engine), without a class. ConfigFromFleet fills it.
+	Classify func(engine, model string, promptTokens uint32) string
 
 	// MaxPollRecords bounds one handled batch; PollInterval bounds how
 	// long a poll waits before idle partitions, commits and publishing
@@ -148,8 +154,14 @@ func DefaultConfig() Config {
 }
 
 // ConfigFromFleet sets what the fleet file knows: max batch sizes, SKUs,
-// replica counts and the TTFT SLO.
+// replica counts, the TTFT SLO and, for a fleet of more than one request
+// class, the class of each completion (Classify).
 func (c *Config) ConfigFromFleet(f *schemas.Fleet) {
+	if rows := routing.NewRows(f); !rows.Single {
+		c.Classify = rows.Label
+	} else {
+		c.Classify = nil
+	}
 	c.MaxBatchPerReplica = map[string]int{}
 	c.SKUs = map[string]string{}
 	c.Replicas = map[string]int{}
@@ -179,6 +191,7 @@ func (c Config) windowConfig() window.FeaturesConfig {
 	fc.Window.MaxPartitions = 1 << 16
 	fc.MaxClustersPerEngine = c.MaxClustersPerEngine
 	fc.MaxBatchPerReplica = c.MaxBatchPerReplica
+	fc.Classify = c.Classify
 	return fc
 }
 

@@ -23,9 +23,11 @@ func (p *tablePicker) setLimits(limits []float64) {
 	}
 }
 
-// waiting is engine e's queue as cluster c's data plane estimates it.
+// waiting is engine e's queue as the data plane of demand row c's
+// cluster estimates it (its view covers every class it sends).
 func (p *tablePicker) waiting(c, e int) float64 {
 	s := p.s
+	c = int(s.fi.rowCluster[c])
 	n := 0.0
 	if p.sentGen[c] == s.statusGen {
 		n = float64(p.sentBy[c*len(s.fi.engines)+e])
@@ -33,9 +35,10 @@ func (p *tablePicker) waiting(c, e int) float64 {
 	return float64(s.waitSeen[e]) + n
 }
 
-// sent counts a request of cluster c sent to engine e.
+// sent counts a request of demand row c's cluster sent to engine e.
 func (p *tablePicker) sent(c, e int) {
 	s := p.s
+	c = int(s.fi.rowCluster[c])
 	ne := len(s.fi.engines)
 	if p.sentGen[c] != s.statusGen {
 		clear(p.sentBy[c*ne : (c+1)*ne])
@@ -74,7 +77,7 @@ func (p *tablePicker) load(i int) float64 {
 	}
 	q := p.waiting(p.c, e) + float64(p.s.runSeen[e])
 	if p.meanPrompt > 0 {
-		q += float64(p.pendTok[p.c*len(p.s.fi.engines)+e]) / p.meanPrompt
+		q += float64(p.pendTok[int(p.s.fi.rowCluster[p.c])*len(p.s.fi.engines)+e]) / p.meanPrompt
 	}
 	return q / p.limits[e]
 }
@@ -83,6 +86,7 @@ func (p *tablePicker) load(i int) float64 {
 // plane has sent engine e and not yet seen a first token of (it sees the
 // answer's stream start), in units of its mean prompt.
 func (p *tablePicker) prefillSent(i, c, e int) {
+	c = int(p.s.fi.rowCluster[c]) // a row's cluster
 	tok := p.s.w.prompt[i]
 	p.pend[i] = tok
 	p.pendTok[c*len(p.s.fi.engines)+e] += int64(tok)

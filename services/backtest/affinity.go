@@ -136,3 +136,43 @@ func splitmix(z uint64) uint64 {
 	z = (z ^ z>>27) * 0x94d049bb133111eb
 	return z ^ z>>31
 }
+
+// modelSalt separates the model draw from the cluster draw, so that a
+// conversation's cluster says nothing about its model.
+const modelSalt = 0x2545f4914f6cdd1d
+
+// AssignModels gives every request without a model one from its cluster's
+// model mix (the fleet's model_shares, else default_model: Fleet.ModelMix),
+// drawn deterministically by its conversation so that all turns of a
+// conversation ask for the same model. A request that names a model keeps
+// it (whether the fleet serves it is judged when the request is routed).
+// Clusters must be assigned first. A fleet that cannot tell a request's
+// model (several models, no default_model, no model_shares) is an error.
+func (t *Trace) AssignModels(f *schemas.Fleet) error {
+	mixes := map[string][]schemas.ModelShare{}
+	for i := range t.Requests {
+		r := &t.Requests[i]
+		if r.Model != "" {
+			continue
+		}
+		mix, ok := mixes[r.Cluster]
+		if !ok {
+			c, found := f.Cluster(r.Cluster)
+			if !found {
+				return fmt.Errorf("%w: request %d names cluster %q, which is not in the fleet", ErrBadTrace, i, r.Cluster)
+			}
+			var err error
+			if mix, err = f.ModelMix(c); err != nil {
+				return fmt.Errorf("%w: request %d has no model: %w", ErrBadTrace, i, err)
+			}
+			mixes[r.Cluster] = mix
+		}
+		u := float64(splitmix(sched.HashKey(r.Conversation)^modelSalt)>>11) / (1 << 53)
+		k := 0
+		for acc := mix[0].Share; k < len(mix)-1 && u >= acc; acc += mix[k].Share {
+			k++
+		}
+		r.Model = mix[k].Model
+	}
+	return nil
+}

@@ -18,9 +18,9 @@ type Backtest struct {
 }
 
 // New validates cfg, maps the trace onto the fleet (spreads coarse
-// timestamps per cfg.Spread; AssignConversations and AssignClusters fill
-// the requests' missing keys and clusters; all in place) and shapes it
-// (Speed, Duration, Swings).
+// timestamps per cfg.Spread; AssignConversations, AssignClusters and
+// AssignModels fill the requests' missing keys, clusters and models; all
+// in place) and shapes it (Speed, Duration, Swings).
 func New(cfg Config, tr *Trace) (*Backtest, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -43,6 +43,9 @@ func New(cfg Config, tr *Trace) (*Backtest, error) {
 	}
 	tr.AssignConversations()
 	if err := tr.AssignClusters(cfg.Fleet); err != nil {
+		return nil, err
+	}
+	if err := tr.AssignModels(cfg.Fleet); err != nil {
 		return nil, err
 	}
 	if cfg.AffinityKey == AffinityPrompt {

@@ -94,7 +94,7 @@ func (c *calibrator) calibrate(r *recorder, endNs int64) []EngineCalibration {
 		cal := &out[e]
 		cal.Requests++
 		cal.PredictedTTFTMs += prof.TTFT.BaseMs + prof.TTFT.QueueMs*rho/(1-rho)
-		cal.ObservedTTFTMs += o.ttft[i] - fi.net[w.cluster[i]][e]
+		cal.ObservedTTFTMs += o.ttft[i] - fi.net[w.row[i]][e]
 		cal.PredictedTBOTMs += prof.TBOT.BaseMs + prof.TBOT.SlopeMs*rho
 		cal.ObservedTBOTMs += o.tbot[i]
 	}

@@ -51,7 +51,7 @@ func (s *sim) applyFault(f fault) {
 	for i, st := range s.state {
 		if st == stInFlight && int(s.reqEngine[i]) == e {
 			s.state[i] = stDone
-			c := int(s.w.cluster[i])
+			c := int(s.w.row[i])
 			s.inflight[e]--
 			s.inflightCE[c*len(s.fi.engines)+e]--
 			s.inflightC[c]--

@@ -6,6 +6,7 @@ import (
 
 	"github.com/ilb-router/ilb/schemas"
 	"github.com/ilb-router/ilb/services/internal/fleetmodel"
+	"github.com/ilb-router/ilb/services/internal/routing"
 	"github.com/ilb-router/ilb/solver/engine"
 )
 
@@ -16,14 +17,23 @@ type fleetInfo struct {
 	engines  []string
 	params   []engine.Params
 	sku      []string
-	// elig[c] lists the engines cluster c may use, in fleet order; net[c][e]
-	// is the request overhead in ms, NaN when c may not use e.
-	elig   [][]int32
-	net    [][]float64
-	remote [][]bool  // remote[c][e]: e is in another region than c
-	demand []float64 // demand fraction by cluster
-	engIdx map[string]int
-	clIdx  map[string]int
+	// Demand rows (routing.Rows): a cluster's requests of one request
+	// class (model and prompt band); in a fleet of one class the rows are
+	// the clusters, in fleet order. Routing state is per row: elig[r]
+	// lists the engines row r may use (its cluster may use them and they
+	// serve its class), in fleet order; net[r][e] is the request overhead
+	// in ms, NaN when r may not use e; remote[r][e] says e is in another
+	// region than r's cluster.
+	rows       *routing.Rows
+	rowName    []string
+	rowCluster []int32   // by row: its fleet cluster
+	rowShare   []float64 // by row: share of the fleet's demand (routing.RowShares)
+	elig       [][]int32
+	net        [][]float64
+	remote     [][]bool
+	demand     []float64 // demand fraction by cluster
+	engIdx     map[string]int
+	clIdx      map[string]int
 }
 
 func newFleetInfo(f *schemas.Fleet) (*fleetInfo, error) {
@@ -48,26 +58,36 @@ func newFleetInfo(f *schemas.Fleet) (*fleetInfo, error) {
 		fi.clIdx[fc.Name] = len(fi.clusters)
 		fi.clusters = append(fi.clusters, fc.Name)
 		fi.demand = append(fi.demand, f.DemandFraction(fc.Name))
+	}
+	fi.rows = routing.NewRows(f)
+	fi.rowShare = routing.RowShares(f, fi.rows)
+	for _, rw := range fi.rows.Rows {
+		fc := f.Clusters[rw.Cluster]
 		row := make([]float64, len(f.Engines))
 		rem := make([]bool, len(f.Engines))
 		var elig []int32
 		for e, fe := range f.Engines {
 			row[e] = math.NaN()
 			rem[e] = fe.Region != fc.Region
-			if f.Eligible(fc, fe) {
+			if f.Eligible(fc, fe) && fi.rows.Serves(rw.Class, e) {
 				row[e], _ = f.NetworkMsBetween(fc.Region, fe.Region)
 				elig = append(elig, int32(e))
 			}
 		}
 		if len(elig) == 0 {
-			return nil, fmt.Errorf("backtest: fleet: cluster %q may use no engine", fc.Name)
+			return nil, fmt.Errorf("backtest: fleet: %q may use no engine", rw.Name)
 		}
+		fi.rowName = append(fi.rowName, rw.Name)
+		fi.rowCluster = append(fi.rowCluster, int32(rw.Cluster))
 		fi.net = append(fi.net, row)
 		fi.remote = append(fi.remote, rem)
 		fi.elig = append(fi.elig, elig)
 	}
 	return fi, nil
 }
+
+// nrows is the number of demand rows.
+func (fi *fleetInfo) nrows() int { return len(fi.elig) }
 
 // EngineParams returns the engine model parameters of fleet engine fe,
 // as the engine simulator builds them (fleetmodel.Params): the fleet's

@@ -34,15 +34,15 @@ func (p *optimizerPolicy) solve(s *sim) error {
 	}
 	p.solves++
 	p.calib.record(s.now, s.fi.engines, prob)
-	weights := make(map[string]map[string]float64, len(s.fi.clusters))
-	shed := make(map[string]float64, len(s.fi.clusters))
-	for _, c := range s.fi.clusters {
+	weights := make(map[string]map[string]float64, s.fi.nrows())
+	shed := make(map[string]float64, s.fi.nrows())
+	for _, c := range s.fi.rowName {
 		weights[c], shed[c] = routing.Normalize(sol.Weights[c], routing.PublishedShed(sol.ShedFraction[c], p.demand.Known()))
 	}
 	if p.prev != nil && s.now-p.publishedNs < int64(p.cfg.MaxInterval) && p.change(s, weights, shed) < p.cfg.MinChange {
 		return nil // too small a change to publish; the tables stay
 	}
-	for c, name := range s.fi.clusters {
+	for c, name := range s.fi.rowName {
 		if err := p.setWeights(c, weights[name], shed[name]); err != nil {
 			return err
 		}
@@ -65,11 +65,11 @@ func (p *optimizerPolicy) queueLimits(s *sim, prob *optimize.Problem) []float64 
 	return out
 }
 
-// change is the largest move of a cluster from the published weights
+// change is the largest move of a demand row from the published weights
 // (routing.Change).
 func (p *optimizerPolicy) change(s *sim, weights map[string]map[string]float64, shed map[string]float64) float64 {
 	worst := 0.0
-	for _, c := range s.fi.clusters {
+	for _, c := range s.fi.rowName {
 		worst = max(worst, routing.Change(p.published[c], p.pubShed[c], weights[c], shed[c]))
 	}
 	return worst
@@ -91,12 +91,12 @@ func (p *optimizerPolicy) problem(s *sim) (*optimize.Problem, error) {
 	}
 	demand := p.prior
 	if p.demand.Known() {
-		demand = make([]float64, len(s.fi.clusters))
+		demand = make([]float64, s.fi.nrows())
 		for c := range demand {
 			demand[c] = p.demand.RPS(c)
 		}
 	}
-	return routing.BuildProblem(s.fi.f, engines, demand, sh.OutputTokens)
+	return routing.BuildProblem(s.fi.f, s.fi.rows, engines, demand, sh.OutputTokens)
 }
 
 // profile is engine e's fitted profile, else its prior for shape sh.

@@ -19,7 +19,7 @@ const newShareWindow = time.Minute
 
 // tablePicker routes by weighted consistent hashing with the data plane's
 // guardrails (services/internal/routing, the rules the data plane runs):
-// one sched.Table per cluster, updated with minimal churn when weights
+// one sched.Table per demand row (a cluster's class; "cluster" below), updated with minimal churn when weights
 // change; a shed fraction refuses new conversations first (routing.Shed);
 // an ongoing conversation spilled earlier goes back to where it went
 // while its table engine is unchanged (routing.Sticky); otherwise the
@@ -71,7 +71,7 @@ type tablePicker struct {
 }
 
 func newTablePicker(s *sim, spill float64) *tablePicker {
-	nc, nconv := len(s.fi.clusters), len(s.w.convKey)
+	nc, nconv := s.fi.nrows(), len(s.w.convKey)
 	slots := max(1, int((newShareWindow+s.cfg.ControlInterval-1)/s.cfg.ControlInterval))
 	p := &tablePicker{
 		spill: spill, s: s,
@@ -93,8 +93,8 @@ func newTablePicker(s *sim, spill float64) *tablePicker {
 	p.skip = p.unusable
 	p.full = p.over
 	p.closed = p.refuses
-	p.sentBy = make([]int32, nc*len(s.fi.engines))
-	p.sentGen = make([]uint64, nc)
+	p.sentBy = make([]int32, len(s.fi.clusters)*len(s.fi.engines)) // by cluster: what its data plane sent
+	p.sentGen = make([]uint64, len(s.fi.clusters))
 	return p
 }
 
@@ -115,7 +115,7 @@ func (p *tablePicker) set(c int, w []float64, shed float64) error {
 	if total > 0 {
 		var err error
 		if t, err = sched.Rebalance(p.tables[c], names, ws); err != nil {
-			return fmt.Errorf("backtest: cluster %q table: %w", s.fi.clusters[c], err)
+			return fmt.Errorf("backtest: %q table: %w", s.fi.rowName[c], err)
 		}
 	}
 	p.install(c, t, w, shed)
@@ -129,7 +129,7 @@ func (p *tablePicker) setWeights(c int, weights map[string]float64, shed float64
 	s := p.s
 	t, err := routing.Table(p.tables[c], weights)
 	if err != nil {
-		return fmt.Errorf("backtest: cluster %q table: %w", s.fi.clusters[c], err)
+		return fmt.Errorf("backtest: %q table: %w", s.fi.rowName[c], err)
 	}
 	w := make([]float64, len(s.fi.engines))
 	for name, v := range weights {
@@ -181,7 +181,7 @@ func (p *tablePicker) weights(c int) []float64 { return p.w[c] }
 
 // pick routes request i.
 func (p *tablePicker) pick(s *sim, i int) int {
-	c, conv := int(s.w.cluster[i]), s.w.conv[i]
+	c, conv := int(s.w.row[i]), s.w.conv[i]
 	h := s.w.convHash[conv]
 	ongoing := p.primary[conv] >= 0 && s.now-p.lastNs[conv] <= int64(conversationIdle)
 	p.reqs[p.ring][c]++
@@ -285,7 +285,7 @@ type hashPolicy struct {
 func newHashPolicy(s *sim) (*hashPolicy, error) {
 	p := &hashPolicy{tablePicker: newTablePicker(s, math.Inf(1))}
 	caps := nominalCapacities(s.fi)
-	for c := range s.fi.clusters {
+	for c := range s.fi.nrows() {
 		w := make([]float64, len(s.fi.engines))
 		for _, e := range s.fi.elig[c] {
 			w[e] = caps[e]

@@ -58,13 +58,15 @@ type policy interface {
 	pick(s *sim, i int) int
 	// control runs at every control tick.
 	control(s *sim)
-	// weights returns cluster c's current weights by engine index, or nil
-	// for a policy without weights.
+	// weights returns demand row c's current weights by engine index, or
+	// nil for a policy without weights. Policies route per demand row (a
+	// cluster's requests of one class; the cluster itself in a fleet of
+	// one class): c is a row index wherever they say cluster.
 	weights(c int) []float64
 }
 
 func newPolicy(name string, s *sim) (policy, error) {
-	nc := len(s.fi.clusters)
+	nc := s.fi.nrows()
 	switch name {
 	case PolicyRoundRobin:
 		return &roundRobin{next: make([]int, nc)}, nil
@@ -101,7 +103,7 @@ type roundRobin struct {
 }
 
 func (p *roundRobin) pick(s *sim, i int) int {
-	c := s.w.cluster[i]
+	c := s.w.row[i]
 	el := s.fi.elig[c]
 	for k := range el {
 		j := (p.next[c] + k) % len(el)
@@ -122,7 +124,7 @@ type random struct {
 }
 
 func (p *random) pick(s *sim, i int) int {
-	p.scratch = healthyEligible(s, int(s.w.cluster[i]), p.scratch[:0])
+	p.scratch = healthyEligible(s, int(s.w.row[i]), p.scratch[:0])
 	if len(p.scratch) == 0 {
 		return pickNoEngine
 	}
@@ -147,7 +149,7 @@ type nearest struct {
 }
 
 func (p *nearest) pick(s *sim, i int) int {
-	c := int(s.w.cluster[i])
+	c := int(s.w.row[i])
 	p.scratch = p.scratch[:0]
 	best := 0.0
 	for _, e := range s.fi.elig[c] {
@@ -180,7 +182,7 @@ type leastLoaded struct {
 }
 
 func newLeastLoaded(s *sim) *leastLoaded {
-	p := &leastLoaded{next: make([]int, len(s.fi.clusters)), scratch: make([]int32, 0, len(s.fi.engines))}
+	p := &leastLoaded{next: make([]int, s.fi.nrows()), scratch: make([]int32, 0, len(s.fi.engines))}
 	for _, pr := range s.fi.params {
 		p.slots = append(p.slots, float64(pr.MaxBatch*pr.Replicas))
 	}
@@ -188,7 +190,7 @@ func newLeastLoaded(s *sim) *leastLoaded {
 }
 
 func (p *leastLoaded) pick(s *sim, i int) int {
-	c := int(s.w.cluster[i])
+	c := int(s.w.row[i])
 	p.scratch = p.scratch[:0]
 	bestLoad, bestNet := 0.0, 0.0
 	for _, e := range s.fi.elig[c] {

@@ -155,7 +155,7 @@ func newOptimizerPolicy(s *sim) (*optimizerPolicy, error) {
 	for e, pr := range s.fi.params {
 		caps[e] = prior.Profile(s.fi.engines[e], pr, p.shape.get()).CapacityRps
 	}
-	p.prior = routing.PriorDemand(s.fi.f, caps, p.cfg.InitialLoad)
+	p.prior = routing.PriorDemand(s.fi.f, s.fi.rows, caps, p.cfg.InitialLoad)
 	if err := p.solve(s); err != nil {
 		return nil, err
 	}

@@ -41,7 +41,7 @@ func newPeerPolicy(s *sim, name string) (*peerPolicy, error) {
 	if !ok {
 		return nil, fmt.Errorf("backtest: unknown policy %q", name)
 	}
-	nc := len(s.fi.clusters)
+	nc := s.fi.nrows()
 	p := &peerPolicy{s: s, fleet: peerFleet(s.fi), local: local,
 		routers: make([]peer.Router, nc), views: make([]peerView, nc),
 		firstObs: make([]peer.FirstTokenObserver, nc), doneObs: make([]peer.CompletionObserver, nc),
@@ -50,7 +50,7 @@ func newPeerPolicy(s *sim, name string) (*peerPolicy, error) {
 	for c := range nc {
 		r, err := pol.New(p.fleet, c, sched.HashKey(fmt.Sprintf("%d/%s/%d", s.cfg.Seed, name, c)))
 		if err != nil {
-			return nil, fmt.Errorf("backtest: %s: cluster %q: %w", name, s.fi.clusters[c], err)
+			return nil, fmt.Errorf("backtest: %s: %q: %w", name, s.fi.rowName[c], err)
 		}
 		p.routers[c] = r
 		p.views[c] = newPeerView(s, c, local)
@@ -89,16 +89,18 @@ func peerFleet(fi *fleetInfo) *peer.Fleet {
 		}
 		f.Engines = append(f.Engines, eng)
 	}
-	for c, name := range fi.clusters {
-		f.Clusters = append(f.Clusters, peer.Cluster{Name: name, Region: fi.f.Clusters[c].Region,
-			Eligible: fi.elig[c], NetworkMs: fi.net[c]})
+	// One router instance per demand row: a cluster's pool for one model
+	// (and prompt band), as llm-d runs one endpoint picker per pool.
+	for r, rw := range fi.rows.Rows {
+		f.Clusters = append(f.Clusters, peer.Cluster{Name: fi.rowName[r], Region: fi.f.Clusters[rw.Cluster].Region,
+			Eligible: fi.elig[r], NetworkMs: fi.net[r]})
 	}
 	return f
 }
 
 // pick offers request i to its cluster's router.
 func (p *peerPolicy) pick(s *sim, i int) int {
-	c := int(s.w.cluster[i])
+	c := int(s.w.row[i])
 	if len(p.deferred[c]) > 0 { // first come, first served at the router
 		p.deferred[c] = append(p.deferred[c], int32(i))
 		return pickDeferred
@@ -120,7 +122,7 @@ func (p *peerPolicy) offer(c, i int) int {
 	}
 	if e < 0 || e >= len(p.s.fi.engines) || math.IsNaN(p.s.fi.net[c][e]) {
 		if p.bad == nil {
-			p.bad = fmt.Errorf("backtest: %s picked engine %d for request %d, which cluster %q may not use", p.s.name, e, i, p.s.fi.clusters[c])
+			p.bad = fmt.Errorf("backtest: %s picked engine %d for request %d, which %q may not use", p.s.name, e, i, p.s.fi.rowName[c])
 		}
 		return pickNoEngine
 	}
@@ -137,7 +139,7 @@ func (p *peerPolicy) err() error { return p.bad }
 // request fills the shared peer.Request with request i.
 func (p *peerPolicy) request(i int) *peer.Request {
 	w := p.s.w
-	p.req = peer.Request{ID: i, Cluster: int(w.cluster[i]), Key: w.convHash[w.conv[i]],
+	p.req = peer.Request{ID: i, Cluster: int(w.row[i]), Key: w.convHash[w.conv[i]],
 		PromptTokens: int(w.prompt[i]), OutputTokens: int(w.output[i]), Blocks: w.blocks[w.blockOff[i]:w.blockOff[i+1]]}
 	return &p.req
 }
@@ -145,7 +147,7 @@ func (p *peerPolicy) request(i int) *peer.Request {
 // firstToken and completed pass the events of a router's own requests to
 // it, then offer it its deferred requests.
 func (p *peerPolicy) firstToken(s *sim, i, e int) {
-	c := int(s.w.cluster[i])
+	c := int(s.w.row[i])
 	if p.backlog != nil {
 		p.backlog.out(i, e)
 	}
@@ -156,7 +158,7 @@ func (p *peerPolicy) firstToken(s *sim, i, e int) {
 }
 
 func (p *peerPolicy) completed(s *sim, i, e int, failed bool) {
-	c := int(s.w.cluster[i])
+	c := int(s.w.row[i])
 	if p.backlog != nil {
 		p.backlog.out(i, e)
 	}

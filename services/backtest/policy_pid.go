@@ -82,7 +82,7 @@ func newPID(s *sim) (*pidPolicy, error) {
 		score:       make([]float64, ne), integ: make([]float64, ne), last: make([]float64, ne), mult: make([]float64, ne),
 	}
 	caps := nominalCapacities(s.fi)
-	for c := range s.fi.clusters {
+	for c := range s.fi.nrows() {
 		b := make([]float64, ne)
 		for _, e := range s.fi.elig[c] {
 			b[e] = caps[e]
@@ -150,7 +150,7 @@ func (p *pidPolicy) update(s *sim) {
 // apply sets every cluster's weights: base × multiplier over healthy
 // eligible engines, normalised.
 func (p *pidPolicy) apply(s *sim) error {
-	for c := range s.fi.clusters {
+	for c := range s.fi.nrows() {
 		w := make([]float64, len(s.fi.engines))
 		total := 0.0
 		for _, e := range s.fi.elig[c] {

@@ -42,7 +42,7 @@ func (t *Trace) AssignPromptKeys() {
 		if !ok {
 			key = r.Conversation
 			if len(r.Blocks) > 0 {
-				key = fmt.Sprintf("pk-%016x", affinity.Blocks("", r.Blocks))
+				key = fmt.Sprintf("pk-%016x", affinity.Blocks(r.Model, r.Blocks))
 			}
 			first[r.Conversation] = key
 		}

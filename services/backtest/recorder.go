@@ -58,7 +58,7 @@ func (r *recorder) routed(s *sim, i, e int) {
 	r.out.engine[i] = int16(e)
 	r.engReq[e]++
 	r.clusterRouted[c]++
-	if r.fi.remote[c][e] {
+	if r.fi.remote[r.w.row[i]][e] {
 		r.clusterRemote[c]++
 	}
 }
@@ -76,8 +76,7 @@ func (r *recorder) shed(i int) {
 // in the trace (time held at a router included) and add the network time
 // between its cluster and the engine.
 func (r *recorder) served(_ *sim, i, e int, d *engine.Done) {
-	c := int(r.w.cluster[i])
-	net, at := r.fi.net[c][e], r.w.arrival[i]
+	net, at := r.fi.net[r.w.row[i]][e], r.w.arrival[i]
 	o := r.out
 	o.kind[i] = outServed
 	o.ttft[i] = float64(d.FirstTokenNs-at)/1e6 + net
@@ -144,11 +143,11 @@ func (r *recorder) closeBucket(s *sim) {
 }
 
 // fleetShares is the share of all traffic each engine is meant to get:
-// Σ over clusters of demand fraction × weight. Nil for policies without
-// weights.
+// Σ over demand rows of their demand share × weight. Nil for policies
+// without weights.
 func fleetShares(s *sim) []float64 {
 	out := make([]float64, len(s.fi.engines))
-	for c, d := range s.fi.demand {
+	for c, d := range s.fi.rowShare {
 		w := s.pol.weights(c)
 		if w == nil {
 			return nil

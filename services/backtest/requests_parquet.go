@@ -27,6 +27,7 @@ var RequestsSchema = arrow.NewSchema([]arrow.Field{
 	{Name: "input_tokens", Type: arrow.PrimitiveTypes.Int64},
 	{Name: "cached_tokens", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
 	{Name: "output_tokens", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "model", Type: arrow.BinaryTypes.String},
 }, nil)
 
 // parquetBatchRows is the number of rows per record batch (and row group).
@@ -99,4 +100,5 @@ func appendParquetRow(rb *array.RecordBuilder, r *requestRow) {
 		rb.Field(11).AppendNull()
 	}
 	i64(12, r.output)
+	str(13, r.model)
 }

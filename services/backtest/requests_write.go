@@ -14,7 +14,7 @@ import (
 // RequestsHeader is the header of the per-request records (`--requests`),
 // a public contract.
 var RequestsHeader = []string{"policy", "request", "arrival_ms", "cluster", "conversation", "engine", "outcome",
-	"ttft_ms", "e2e_ms", "tbot_ms", "input_tokens", "cached_tokens", "output_tokens"}
+	"ttft_ms", "e2e_ms", "tbot_ms", "input_tokens", "cached_tokens", "output_tokens", "model"}
 
 // RequestsFile is a `--requests` output: CSV, gzip-compressed CSV when
 // the name ends in .gz, Parquet when it ends in .parquet. It is created
@@ -73,6 +73,7 @@ func (rf *RequestsFile) Write(b *Backtest, res *Result) error {
 // requestRow is one record; the optional fields are nil-able by ok flags.
 type requestRow struct {
 	policy, cluster, conversation, engine, outcome string
+	model                                          string
 	request                                        int
 	arrivalMs                                      float64
 	served                                         bool // latencies and cached tokens are set
@@ -93,7 +94,8 @@ func eachRow(b *Backtest, res *Result, fn func(*requestRow) error) error {
 		for i := range w.len() {
 			row = requestRow{policy: p.Policy, request: i, arrivalMs: arrivalMs(w, i),
 				cluster: fi.clusters[w.cluster[i]], conversation: w.convKey[w.conv[i]],
-				outcome: outcomeNames[o.kind[i]], input: int64(w.prompt[i]), output: int64(w.output[i])}
+				outcome: outcomeNames[o.kind[i]], input: int64(w.prompt[i]), output: int64(w.output[i]),
+				model: w.models[w.model[i]]}
 			if e := o.engine[i]; e >= 0 {
 				row.engine = fi.engines[e]
 			}
@@ -125,6 +127,7 @@ func writeRequestsCSV(out io.Writer, b *Backtest, res *Result) error {
 			rec[11] = strconv.FormatInt(r.cached, 10)
 		}
 		rec[10], rec[12] = strconv.FormatInt(r.input, 10), strconv.FormatInt(r.output, 10)
+		rec[13] = r.model
 		return cw.Write(rec)
 	})
 	if err != nil {

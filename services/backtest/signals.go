@@ -17,6 +17,9 @@ func (s *sim) enableSignals() error {
 	for e, p := range s.fi.params {
 		fc.MaxBatchPerReplica[s.fi.engines[e]] = p.MaxBatch
 	}
+	if !s.fi.rows.Single {
+		fc.Classify = s.fi.rows.Label // as the aggregator does (ConfigFromFleet)
+	}
 	f, err := window.NewFeatures(fc)
 	if err != nil {
 		return fmt.Errorf("backtest: features: %w", err)
@@ -31,6 +34,7 @@ func (s *sim) signalCompletion(e, i int, d *engine.Done) {
 		TimeUnixNano:       d.FinishNs,
 		ConversationID:     s.w.convKey[s.w.conv[i]],
 		Cluster:            s.fi.clusters[s.w.cluster[i]],
+		Model:              s.w.models[s.w.model[i]],
 		PromptTokens:       uint32(d.PromptTokens),
 		CachedPromptTokens: uint32(d.CachedTokens),
 		OutputTokens:       uint32(d.OutputTokens),

@@ -38,8 +38,8 @@ type sim struct {
 	now     int64
 
 	inflight   []int32 // by engine
-	inflightCE []int32 // by cluster*engines+engine: the cluster's own
-	inflightC  []int32 // by cluster
+	inflightCE []int32 // by row*engines+engine: the demand row's own
+	inflightC  []int32 // by demand row
 	healthy    []bool  // as routers know it: last status, or a rejection since
 	healthGen  uint64  // changes of healthy
 	waitSeen   []int32 // by engine: waiting requests at the last status tick
@@ -64,7 +64,7 @@ type sim struct {
 }
 
 func newSim(cfg *Config, fi *fleetInfo, w *workload, name string) (*sim, error) {
-	ne, nc := len(fi.engines), len(fi.clusters)
+	ne, nc := len(fi.engines), fi.nrows()
 	s := &sim{
 		cfg: cfg, fi: fi, w: w, name: name,
 		heap:       newEngineHeap(ne),
@@ -197,8 +197,13 @@ func (s *sim) advance(e int, t int64) {
 	s.heap.set(e, next, busy)
 }
 
-// arrive routes request i.
+// arrive routes request i. A request whose model (or prompt length) no
+// engine of its cluster serves fails at once, as the data plane answers
+// it 404 or 400 without asking a router.
 func (s *sim) arrive(i int) error {
+	if s.w.row[i] < 0 {
+		return s.dispatch(i, pickNoEngine)
+	}
 	return s.dispatch(i, s.pol.pick(s, i))
 }
 
@@ -224,7 +229,7 @@ func (s *sim) dispatch(i, e int) error {
 
 func (s *sim) submit(i, e int) error {
 	w := s.w
-	c, conv := int(w.cluster[i]), w.conv[i]
+	c, conv := int(w.row[i]), w.conv[i]
 	if last := s.convLast[conv]; last >= 0 {
 		s.rec.followups++
 		if int(last) != e {
@@ -260,7 +265,7 @@ func (s *sim) complete(e int, d *engine.Done) {
 		return
 	}
 	s.state[i] = stDone
-	c := int(s.w.cluster[i])
+	c := int(s.w.row[i])
 	s.inflight[e]--
 	s.inflightCE[c*len(s.fi.engines)+e]--
 	s.inflightC[c]--

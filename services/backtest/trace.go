@@ -51,6 +51,10 @@ type Request struct {
 	// covering the fleet's block_tokens tokens; equal ids are equal
 	// prefixes (Mooncake's hash_ids).
 	Blocks []uint64
+	// Model is the model the request names; empty when the trace has none
+	// (AssignModels takes the fleet's default_model or the cluster's
+	// model_shares).
+	Model string
 }
 
 // Trace is a request trace in arrival order.

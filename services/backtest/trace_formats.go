@@ -6,18 +6,27 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ilb-router/ilb/schemas"
 )
 
 // csvHeader is the header of ilb's trace CSV; the column names are a
-// public contract (DESIGN.md).
+// public contract (DESIGN.md). An optional seventh column, csvModel,
+// names each request's model.
 var csvHeader = []string{"timestamp_ms", "cluster", "conversation_id", "input_tokens", "output_tokens", "prefix_blocks"}
+
+const csvModel = "model"
 
 // csvParser reads ilb's CSV: the header, then one request per line.
 // Fields may be quoted (RFC 4180) but not span lines.
-type csvParser struct{ header bool }
+type csvParser struct {
+	header bool
+	cols   int // fields per line: 6, or 7 with the model column
+}
 
 func (p *csvParser) parse(line []byte, _ int) (*Request, error) {
 	fields, err := splitCSV(line)
@@ -25,16 +34,28 @@ func (p *csvParser) parse(line []byte, _ int) (*Request, error) {
 		return nil, err
 	}
 	if !p.header {
-		if !equalFold(fields, csvHeader) {
-			return nil, fmt.Errorf("header is %q, want %q", strings.Join(fields, ","), strings.Join(csvHeader, ","))
+		withModel := append(slices.Clone(csvHeader), csvModel)
+		switch {
+		case equalFold(fields, csvHeader):
+		case equalFold(fields, withModel):
+		default:
+			return nil, fmt.Errorf("header is %q, want %q (optionally with a last column %q)",
+				strings.Join(fields, ","), strings.Join(csvHeader, ","), csvModel)
 		}
-		p.header = true
+		p.header, p.cols = true, len(fields)
 		return nil, nil
 	}
-	if len(fields) != len(csvHeader) {
-		return nil, fmt.Errorf("%d fields, want %d (%s)", len(fields), len(csvHeader), strings.Join(csvHeader, ","))
+	if len(fields) != p.cols {
+		return nil, fmt.Errorf("%d fields, want %d as in the header", len(fields), p.cols)
 	}
-	return csvRequest(fields)
+	r, err := csvRequest(fields)
+	if err == nil && p.cols > len(csvHeader) {
+		r.Model = strings.TrimSpace(fields[len(csvHeader)])
+		if len(r.Model) > schemas.MaxNameLen {
+			return nil, fmt.Errorf("model %q is longer than %d bytes", clip(r.Model, 40), schemas.MaxNameLen)
+		}
+	}
+	return r, err
 }
 
 func csvRequest(f []string) (*Request, error) {

@@ -5,21 +5,27 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 )
 
 // WriteCSV writes t as ilb's trace CSV: the header, then one line per
 // request with its timestamp in milliseconds (fractions kept), cluster,
-// conversation id, token counts and space-separated prefix block ids.
-// Reading the output back gives the same requests.
+// conversation id, token counts and space-separated prefix block ids, and
+// a model column when some request names its model. Reading the output
+// back gives the same requests.
 func WriteCSV(w io.Writer, t *Trace) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	cw := csv.NewWriter(bw)
-	if err := cw.Write(csvHeader); err != nil {
+	header := csvHeader
+	if slices.ContainsFunc(t.Requests, func(r Request) bool { return r.Model != "" }) {
+		header = append(slices.Clone(csvHeader), csvModel)
+	}
+	if err := cw.Write(header); err != nil {
 		return fmt.Errorf("backtest: write csv: %w", err)
 	}
-	rec := make([]string, len(csvHeader))
+	rec := make([]string, len(header))
 	var sb strings.Builder
 	for i := range t.Requests {
 		r := &t.Requests[i]
@@ -34,6 +40,9 @@ func WriteCSV(w io.Writer, t *Trace) error {
 		rec[1], rec[2] = r.Cluster, r.Conversation
 		rec[3], rec[4] = strconv.Itoa(r.InputTokens), strconv.Itoa(r.OutputTokens)
 		rec[5] = sb.String()
+		if len(rec) > len(csvHeader) {
+			rec[len(csvHeader)] = r.Model
+		}
 		if err := cw.Write(rec); err != nil {
 			return fmt.Errorf("backtest: write csv: %w", err)
 		}

@@ -15,6 +15,9 @@ import (
 type workload struct {
 	arrival  []int64 // virtual ns
 	cluster  []int32
+	row      []int32 // demand row (fleetInfo.rows), -1: no engine of the cluster serves its model and prompt
+	model    []int32 // index into models
+	models   []string
 	conv     []int32
 	prompt   []int32
 	output   []int32
@@ -46,6 +49,7 @@ func buildWorkload(t *Trace, fi *fleetInfo, sh shaping) (*workload, error) {
 	}
 	w := &workload{}
 	convs := map[string]int32{}
+	models := map[string]int32{}
 	for _, it := range items {
 		r := &t.Requests[it.req]
 		key := r.Conversation
@@ -60,6 +64,7 @@ func buildWorkload(t *Trace, fi *fleetInfo, sh shaping) (*workload, error) {
 			w.convHash = append(w.convHash, sched.HashKey(key))
 		}
 		w.add(it, r, c)
+		w.classify(fi, r, models)
 	}
 	w.blockOff = append(w.blockOff, int32(len(w.blocks)))
 	w.dropped = dropped
@@ -90,6 +95,27 @@ func (w *workload) add(it item, r *Request, c int32) {
 		}
 		w.blocks = append(w.blocks, b)
 	}
+}
+
+// classify appends the model and demand row of the request just added
+// (r, of cluster w.cluster[last]): the row of its model and prompt
+// length, -1 when no engine its cluster may use serves them (the data
+// plane answers such a request 404 or 400; it fails).
+func (w *workload) classify(fi *fleetInfo, r *Request, models map[string]int32) {
+	m, ok := models[r.Model]
+	if !ok {
+		m = int32(len(w.models))
+		models[r.Model] = m
+		w.models = append(w.models, r.Model)
+	}
+	w.model = append(w.model, m)
+	row := int32(-1)
+	if model, err := fi.f.RequestModel(r.Model); err == nil {
+		if k, err := fi.rows.Lookup(int(w.cluster[len(w.cluster)-1]), model, r.InputTokens); err == nil {
+			row = int32(k)
+		}
+	}
+	w.row = append(w.row, row)
 }
 
 // item is one request of the shaped workload: a trace request or a copy.

@@ -75,6 +75,10 @@ func (s *Sim) handleParsed(w http.ResponseWriter, r *http.Request, parse func([]
 		writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
 		return
 	}
+	if status, typ, msg := s.checkModel(e, &p); status != 0 {
+		writeError(w, status, typ, msg)
+		return
+	}
 	ctx := s.prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 	_, span := s.cfg.TracerProvider.Tracer(scopeName).Start(ctx, "enginesim.chat",
 		trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attribute.String("ilb.engine", e.name)))
@@ -113,7 +117,7 @@ func (s *Sim) newCall(e *simEngine, r *http.Request, p *parsedChat) *call {
 			OutputTokens: p.outputTokens,
 			Blocks:       appendBlocks(nil, p.messages, e.spec.params.BlockTokens),
 		},
-		conv: strings.ToValidUTF8(conv, ""), cluster: cluster, stream: p.stream,
+		conv: strings.ToValidUTF8(conv, ""), cluster: cluster, model: s.servedModel(p), stream: p.stream,
 		done: make(chan result, 1),
 	}
 	if p.stream {

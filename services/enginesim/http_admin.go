@@ -74,10 +74,14 @@ func (s *Sim) handleModels(w http.ResponseWriter, r *http.Request) {
 		Object  string `json:"object"`
 		OwnedBy string `json:"owned_by"`
 	}
-	writeJSON(w, http.StatusOK, struct {
+	list := struct {
 		Object string  `json:"object"`
 		Data   []model `json:"data"`
-	}{"list", []model{{ID: modelName(&parsedChat{}, e), Object: "model", OwnedBy: "ilb-enginesim"}}})
+	}{"list", []model{}}
+	for _, id := range s.engineModels(e) {
+		list.Data = append(list.Data, model{ID: id, Object: "model", OwnedBy: "ilb-enginesim"})
+	}
+	writeJSON(w, http.StatusOK, list)
 }
 
 // maxFaultBody bounds a fault request body.

@@ -23,6 +23,7 @@ type call struct {
 	req     engine.Request
 	conv    string
 	cluster string
+	model   string // the model it was served as (servedModel)
 	span    trace.SpanContext
 	stream  bool
 	first   chan int64  // the virtual first-token time; buffered, streams only
@@ -165,6 +166,7 @@ func (o *owner) finish(c *call, d *engine.Done, now time.Time) {
 		TTFTMs:             o.sim.clock.wallMs(d.TTFTMs),
 		TBOTMs:             o.sim.clock.wallMs(d.TBOTMs),
 		Error:              d.Error,
+		Model:              c.model,
 	}}
 	o.sim.signals.publish(trace.ContextWithSpanContext(context.Background(), c.span), o.e.key, &ev)
 	c.done <- result{d: *d}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ilb-router/ilb/schemas"
+	"github.com/ilb-router/ilb/services/internal/routing"
 )
 
 // bigFleet is a synthetic fleet of the example's engine types: clusters
@@ -50,18 +51,18 @@ func loadedOptimizer(tb testing.TB, f *schemas.Fleet) *Optimizer {
 		tb.Fatal(err)
 	}
 	caps := derate(o.cfg.Derate, o.in, o.cfg.MeanPromptTokens)
-	demand := priorDemand(f, caps, 0.6)
+	demand := priorDemand(f, routing.NewRows(f), caps, 0.6)
 	first, err := o.solve(time.Unix(0, 0))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	weights := map[string]map[string]float64{}
 	for _, pl := range first.plans {
-		weights[pl.cluster] = pl.weights
+		weights[pl.row] = pl.weights
 	}
 	o.in.addFeatures(trafficRows(f, 1, demand, weights))
 	r := Result{Version: 1, CreatedAt: time.Unix(0, 0)}
-	o.commit(tb.Context(), first, first.snapshots(), r)
+	o.commit(tb.Context(), first, first.snapshots(f), r)
 	return o
 }
 

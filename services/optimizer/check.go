@@ -37,9 +37,11 @@ func buildTable(prev *sched.Table, weights map[string]float64) (*sched.Table, er
 	return routing.Table(prev, weights)
 }
 
-// plan is what one cluster gets in a snapshot.
+// plan is what one demand row (a cluster's class; the cluster itself in
+// a fleet of one class) gets in a snapshot.
 type plan struct {
-	cluster string
+	row     string             // the row's name
+	cluster int                // its fleet cluster index
 	weights map[string]float64 // sums to 1 − shed exactly (to rounding)
 	shed    float64
 	table   *sched.Table // nil when everything is shed

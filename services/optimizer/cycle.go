@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ilb-router/ilb/schemas"
+	"github.com/ilb-router/ilb/services/internal/routing"
 	"github.com/ilb-router/ilb/solver/sched"
 )
 
@@ -85,7 +86,7 @@ func (o *Optimizer) shouldPublish(res *solveResult) bool {
 func (o *Optimizer) publish(ctx context.Context, res *solveResult) {
 	ctx, span := o.tracer.Start(ctx, "optimizer.publish")
 	defer span.End()
-	snaps := res.snapshots()
+	snaps := res.snapshots(o.cfg.Fleet)
 	pctx, cancel := context.WithTimeout(ctx, o.cfg.PublishTimeout)
 	r, err := o.pub.Publish(pctx, snaps)
 	cancel()
@@ -114,26 +115,28 @@ func (o *Optimizer) commit(ctx context.Context, res *solveResult, out []*schemas
 	o.counts.LastError = ""
 	snaps := map[string]*schemas.Snapshot{}
 	tables := map[string]*sched.Table{}
-	for i, p := range out {
+	for _, p := range out {
 		s := *p
 		s.Version, s.CreatedAt = r.Version, r.CreatedAt
 		snaps[s.Cluster] = &s
-		if t := res.plans[i].table; t != nil {
-			tables[s.Cluster] = t
-		} else if old := o.prev.tables[s.Cluster]; old != nil {
-			tables[s.Cluster] = old // all shed: keep the table for when traffic returns
+	}
+	for _, pl := range res.plans {
+		if pl.table != nil {
+			tables[pl.row] = pl.table
+		} else if old := o.prev.tables[pl.row]; old != nil {
+			tables[pl.row] = old // all shed: keep the table for when traffic returns
 		}
 	}
 	o.prev = published{version: r.Version, manifestRev: r.ManifestRevision, at: r.CreatedAt,
-		snaps: snaps, tables: tables, solution: anchor(snaps, res.sol.ClusterPriceMs)}
+		snaps: snaps, tables: tables, solution: anchor(o.cfg.Fleet, res.rows, snaps, res.sol.ClusterPriceMs)}
 	o.prevAsOf = max(res.asOf, 1)
 	o.history = appendHistory(o.history, historyPoint(res, r), o.cfg.HistoryLen)
 	o.met.version.Record(ctx, int64(r.Version))
 	o.met.objective.Record(ctx, res.sol.ObjectiveMs)
 	for _, pl := range res.plans {
-		attrs := metric.WithAttributes(attribute.String("cluster", pl.cluster))
+		attrs := metric.WithAttributes(res.rowAttrs(o.cfg.Fleet, pl)...)
 		o.met.shed.Record(ctx, pl.shed, attrs)
-		o.met.demand.Record(ctx, res.demand[pl.cluster], attrs)
+		o.met.demand.Record(ctx, res.demand[pl.row], attrs)
 	}
 	for _, c := range res.caps {
 		o.met.capacity.Record(ctx, c.capacity(), metric.WithAttributes(attribute.String("engine", c.fleet.Name)))
@@ -147,11 +150,22 @@ func historyPoint(res *solveResult, r Result) HistoryPoint {
 	h := HistoryPoint{Version: r.Version, Time: r.CreatedAt, Weights: map[string]map[string]float64{},
 		ShedFraction: map[string]float64{}, DemandRPS: map[string]float64{}}
 	for _, pl := range res.plans {
-		h.Weights[pl.cluster] = pl.weights
-		h.ShedFraction[pl.cluster] = pl.shed
-		h.DemandRPS[pl.cluster] = res.demand[pl.cluster]
+		h.Weights[pl.row] = pl.weights
+		h.ShedFraction[pl.row] = pl.shed
+		h.DemandRPS[pl.row] = res.demand[pl.row]
 	}
 	return h
+}
+
+// rowAttrs are a row's metric attributes: its cluster and, in a fleet of
+// more than one class, its class (schemas.ModelClass.Key).
+func (r *solveResult) rowAttrs(f *schemas.Fleet, pl plan) []attribute.KeyValue {
+	attrs := []attribute.KeyValue{attribute.String("cluster", f.Clusters[pl.cluster].Name)}
+	if !r.rows.Single {
+		rw, _ := r.rows.ByName(pl.row)
+		attrs = append(attrs, attribute.String("class", r.rows.ClassKey(r.rows.Rows[rw].Class)))
+	}
+	return attrs
 }
 
 // sync reloads the served state from the bucket when the manifest moved
@@ -170,19 +184,21 @@ func (o *Optimizer) sync(ctx context.Context) error {
 	if man != nil {
 		next.version, next.at = man.Version, man.CreatedAt
 	}
-	for _, c := range o.cfg.Fleet.Clusters {
-		if err := o.loadCluster(ctx, c.Name, &next); err != nil {
+	for c := range o.cfg.Fleet.Clusters {
+		if err := o.loadCluster(ctx, c, &next); err != nil {
 			return err
 		}
 	}
-	next.solution = anchor(next.snaps, nil)
+	next.solution = anchor(o.cfg.Fleet, o.rows, next.snaps, nil)
 	o.prev = next
 	return nil
 }
 
-// loadCluster reads one cluster's served snapshot and table into p. A
-// value that does not decode is skipped: the next publish replaces it.
-func (o *Optimizer) loadCluster(ctx context.Context, cluster string, p *published) error {
+// loadCluster reads cluster c's served snapshot and its rows' tables into
+// p. A value that does not decode is skipped: the next publish replaces
+// it.
+func (o *Optimizer) loadCluster(ctx context.Context, c int, p *published) error {
+	cluster := o.cfg.Fleet.Clusters[c].Name
 	e, err := o.pub.latest(ctx, cluster)
 	if err != nil || e.seq == 0 || e.deleted {
 		return err
@@ -193,33 +209,37 @@ func (o *Optimizer) loadCluster(ctx context.Context, cluster string, p *publishe
 		return nil
 	}
 	p.snaps[cluster] = s
-	t, err := servedTable(s)
-	if err != nil {
-		o.log.Warn("optimizer: served table unusable; building one", "cluster", cluster, "err", err)
-	}
-	if t != nil {
-		p.tables[cluster] = t
+	for r, rr := range routing.SnapshotRows(o.cfg.Fleet, o.rows, c, s) {
+		name := o.rows.Rows[r].Name
+		t, err := servedTable(name, rr)
+		if err != nil {
+			o.log.Warn("optimizer: served table unusable; building one", "row", name, "err", err)
+		}
+		if t != nil {
+			p.tables[name] = t
+		}
 	}
 	return nil
 }
 
-// servedTable is the table a data plane holds for s: the snapshot's own,
-// or (without one) the one it builds from the weights.
-func servedTable(s *schemas.Snapshot) (*sched.Table, error) {
-	if s.Table != nil {
-		t, err := sched.Decode(s.Table.Slots, s.Table.Engines, s.Table.Encoding, s.Table.Data)
+// servedTable is the table a data plane holds for a row of a served
+// snapshot: the row's own, or (without one) the one it builds from the
+// weights.
+func servedTable(row string, rr routing.RowRouting) (*sched.Table, error) {
+	if rr.Table != nil {
+		t, err := sched.Decode(rr.Table.Slots, rr.Table.Engines, rr.Table.Encoding, rr.Table.Data)
 		if err == nil {
 			return t, nil
 		}
-		if len(s.Weights) == 0 {
+		if len(rr.Weights) == 0 {
 			return nil, err
 		}
-		t, err2 := buildTable(nil, s.Weights)
+		t, err2 := buildTable(nil, rr.Weights)
 		return t, errors.Join(err, err2)
 	}
-	t, err := buildTable(nil, s.Weights)
+	t, err := buildTable(nil, rr.Weights)
 	if err != nil {
-		return nil, fmt.Errorf("cluster %s: %w", s.Cluster, err)
+		return nil, fmt.Errorf("row %s: %w", row, err)
 	}
 	return t, nil
 }

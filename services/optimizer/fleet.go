@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/ilb-router/ilb/schemas"
+	"github.com/ilb-router/ilb/services/internal/routing"
 )
 
 // SetFleet hands a new fleet file to the solve loop, which applies it
@@ -42,6 +43,7 @@ func (o *Optimizer) setFleet(f *schemas.Fleet) {
 			delete(o.in.pairs, k)
 		}
 	}
+	o.setRows(f)
 	o.ticks.setEngines(f)
 	o.sched.markDirty(o.now())
 	o.log.Info("optimizer: fleet applied", "clusters", len(f.Clusters), "engines", len(f.Engines))
@@ -61,5 +63,20 @@ func (t *ticks) setEngines(f *schemas.Fleet) {
 		if _, ok := t.lastSeen[e.Name]; !ok {
 			t.lastSeen[e.Name] = 0
 		}
+	}
+}
+
+// setRows takes the new fleet's demand rows (routing.Rows). When they
+// changed (models, context limits or clusters edited), the demand
+// estimate starts again from the prior: its rows are not the new ones.
+func (o *Optimizer) setRows(f *schemas.Fleet) {
+	rows := routing.NewRows(f)
+	same := rows.Len() == o.rows.Len()
+	for r := 0; same && r < rows.Len(); r++ {
+		same = rows.Rows[r].Name == o.rows.Rows[r].Name
+	}
+	o.rows = rows
+	if !same {
+		o.dem = newDemand(o.cfg.Demand)
 	}
 }

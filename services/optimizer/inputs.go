@@ -5,8 +5,9 @@ import (
 	"github.com/ilb-router/ilb/services/internal/routing"
 )
 
-// pairKey names a (cluster, engine) feature row.
-type pairKey struct{ cluster, engine string }
+// pairKey names a (cluster, class, engine) feature row (class empty in a
+// fleet of one class).
+type pairKey struct{ cluster, class, engine string }
 
 // inputs is what the optimizer knows of the fleet's recent behaviour: the
 // latest feature row of every engine and of every (cluster, engine) pair,
@@ -88,7 +89,7 @@ func (in *inputs) keep(r schemas.Feature) bool {
 		in.engines[r.Engine] = r
 		return true
 	}
-	k := pairKey{r.Cluster, r.Engine}
+	k := pairKey{r.Cluster, r.Class, r.Engine}
 	if old, ok := in.pairs[k]; ok && old.WindowEndUnixNano >= r.WindowEndUnixNano {
 		return false
 	}

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ilb-router/ilb/schemas"
+	"github.com/ilb-router/ilb/services/internal/routing"
 	"github.com/ilb-router/ilb/services/internal/run"
 	"github.com/ilb-router/ilb/solver/optimize"
 	"github.com/ilb-router/ilb/solver/sched"
@@ -51,6 +52,7 @@ type Optimizer struct {
 	pub *Publisher
 
 	// Owned by the solve loop.
+	rows      *routing.Rows // the fleet's demand rows (cluster, class)
 	in        *inputs
 	ticks     *ticks // the event clock's queue (ClockEvent)
 	dem       *demand
@@ -81,9 +83,9 @@ type published struct {
 	version     uint64
 	manifestRev uint64
 	at          time.Time
-	snaps       map[string]*schemas.Snapshot
-	tables      map[string]*sched.Table
-	solution    *optimize.Solution // the anchor of the churn term
+	snaps       map[string]*schemas.Snapshot // by cluster
+	tables      map[string]*sched.Table      // by demand row name
+	solution    *optimize.Solution           // the anchor of the churn term, by row name
 }
 
 // New checks cfg and returns an Optimizer. Run starts it.
@@ -98,7 +100,7 @@ func New(cfg Config, deps Deps) (*Optimizer, error) {
 	o := &Optimizer{
 		cfg: cfg, deps: deps, met: met, log: deps.Logger, now: deps.Now, prop: deps.Propagator,
 		health: deps.Health, inbox: make(chan input, inboxSize), trigger: make(chan struct{}, 1),
-		in: newInputs(cfg.Fleet), ticks: newTicks(cfg.Fleet, cfg.TickWait), dem: newDemand(cfg.Demand),
+		rows: routing.NewRows(cfg.Fleet), in: newInputs(cfg.Fleet), ticks: newTicks(cfg.Fleet, cfg.TickWait), dem: newDemand(cfg.Demand),
 	}
 	o.setDefaults()
 	o.handler = o.newHandler()

@@ -18,12 +18,13 @@ import (
 var errNoEngine = routing.ErrNoEngine
 
 // buildProblem turns the fleet, the engines' derated capacities and the
-// demand estimates into the solver's problem with routing.BuildProblem,
-// which the backtester runs too: engines sorted by name, clusters in
-// fleet order, an engine without capacity left out, and a cluster may use
-// only engines that are in the problem, eligible (residency) and reachable.
+// demand estimates (by row name) into the solver's problem with
+// routing.BuildProblem, which the backtester runs too: engines sorted by
+// name, one solver cluster per demand row in fleet order, an engine
+// without capacity left out, and a row may use only engines that are in
+// the problem, eligible (residency), reachable and serving its class.
 // The fleet's mean_output_tokens is the mean answer.
-func buildProblem(f *schemas.Fleet, caps []engineCap, demand map[string]float64) (*optimize.Problem, error) {
+func buildProblem(f *schemas.Fleet, rows *routing.Rows, caps []engineCap, demand map[string]float64) (*optimize.Problem, error) {
 	engines := make([]optimize.Engine, len(f.Engines))
 	for _, c := range caps {
 		if i := slices.IndexFunc(f.Engines, func(e schemas.FleetEngine) bool { return e.Name == c.fleet.Name }); i >= 0 {
@@ -31,11 +32,11 @@ func buildProblem(f *schemas.Fleet, caps []engineCap, demand map[string]float64)
 			engines[i].CapacityRps = c.capacity()
 		}
 	}
-	dem := make([]float64, len(f.Clusters))
-	for i, c := range f.Clusters {
-		dem[i] = demand[c.Name]
+	dem := make([]float64, rows.Len())
+	for r, rw := range rows.Rows {
+		dem[r] = demand[rw.Name]
 	}
-	return routing.BuildProblem(f, engines, dem, f.MeanOutputTokens)
+	return routing.BuildProblem(f, rows, engines, dem, f.MeanOutputTokens)
 }
 
 // digest identifies a problem: the first 16 hex digits of the SHA-256 of

@@ -131,30 +131,30 @@ func TestDemandEstimate(t *testing.T) {
 		t.Fatalf("before any window: %v, want the prior", got)
 	}
 	in.addFeatures([]schemas.Feature{pairRow(1, "fe-east", "east-h100-0", 3), pairRow(1, "fe-east", "east-a100-0", 1)})
-	d.update(in, nil)
+	d.update(in, routing.NewRows(in.fleet), nil)
 	if got := d.rps("fe-east", 7); got != 4 {
 		t.Fatalf("first window: %v rps, want the observation 4", got)
 	}
 	// fe-east shed 20% in window 2: 4 rps served means 5 demanded.
 	in.addFeatures([]schemas.Feature{pairRow(2, "fe-east", "east-h100-0", 4)})
-	d.update(in, map[string]float64{"fe-east": 0.2})
+	d.update(in, routing.NewRows(in.fleet), map[string]float64{"fe-east": 0.2})
 	if got := d.rps("fe-east", 7); math.Abs(got-(0.5*5+0.5*4)) > 1e-12 {
 		t.Fatalf("second window: %v rps, want EWMA of 5 (shed-corrected) and 4", got)
 	}
-	d.update(in, map[string]float64{"fe-east": 0.2}) // same window again: no change
+	d.update(in, routing.NewRows(in.fleet), map[string]float64{"fe-east": 0.2}) // same window again: no change
 	if got := d.rps("fe-east", 7); math.Abs(got-4.5) > 1e-12 {
 		t.Fatalf("a window folded in twice: %v", got)
 	}
 	// Window 3 has no row for the (fe-east, east-a100-0) pair that window 1
 	// had: the stale pair must not count.
 	in.addFeatures([]schemas.Feature{pairRow(3, "fe-east", "east-h100-0", 4.5)})
-	d.update(in, nil)
+	d.update(in, routing.NewRows(in.fleet), nil)
 	if got := d.rps("fe-east", 7); math.Abs(got-4.5) > 1e-12 {
 		t.Fatalf("third window: %v rps, want 4.5", got)
 	}
 	// Shedding everything: the correction is capped, not infinite.
 	in.addFeatures([]schemas.Feature{pairRow(4, "fe-east", "east-h100-0", 1)})
-	d.update(in, map[string]float64{"fe-east": 1})
+	d.update(in, routing.NewRows(in.fleet), map[string]float64{"fe-east": 1})
 	if got := d.observed["fe-east"]; math.Abs(got-10) > 1e-9 {
 		t.Fatalf("all shed: raw demand %v, want 1/(1-0.9) = 10", got)
 	}
@@ -163,12 +163,12 @@ func TestDemandEstimate(t *testing.T) {
 func TestPriorDemand(t *testing.T) {
 	f := schemas.ExampleFleet()
 	caps := derate(DefaultConfig(f).Derate, newInputs(f), 1000)
-	got := priorDemand(f, caps, 0.5)
+	got := priorDemand(f, routing.NewRows(f), caps, 0.5)
 	if math.Abs(got["fe-east"]-12*0.45) > 1e-9 || math.Abs(got["fe-eu"]-12*0.25) > 1e-9 {
 		t.Fatalf("prior demand %v, want total_demand_rps 12 split by shares", got)
 	}
 	f.TotalDemandRPS = 0
-	got = priorDemand(f, caps, 0.5)
+	got = priorDemand(f, routing.NewRows(f), caps, 0.5)
 	total := 0.0
 	for _, c := range caps {
 		total += c.capacity() * f.MaxUtilization
@@ -191,7 +191,7 @@ func TestBuildProblemEligibility(t *testing.T) {
 	}
 	in.addFeatures(rows)
 	caps := derate(DefaultConfig(f).Derate, in, 1000)
-	p, err := buildProblem(f, caps, map[string]float64{"fe-east": 1, "fe-west": 1, "fe-eu": 1})
+	p, err := buildProblem(f, routing.NewRows(f), caps, map[string]float64{"fe-east": 1, "fe-west": 1, "fe-eu": 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestBuildProblemEligibility(t *testing.T) {
 	for i := range all {
 		all[i].factor = 0
 	}
-	if _, err := buildProblem(f, all, nil); err != errNoEngine {
+	if _, err := buildProblem(f, routing.NewRows(f), all, nil); err != errNoEngine {
 		t.Errorf("every engine down: %v, want errNoEngine", err)
 	}
 }
@@ -247,8 +247,9 @@ func TestPlans(t *testing.T) {
 		Weights: map[string]map[string]float64{"busy": {"x": 0.6000001, "y": 0.2999999, "z": 1e-9},
 			"idle": {"x": 1}, "new": {"y": 0.5}},
 		ShedFraction: map[string]float64{"busy": 0.1, "idle": 0, "new": 0.5}}
-	o := &Optimizer{prev: published{snaps: map[string]*schemas.Snapshot{
-		"idle": {Cluster: "idle", Weights: map[string]float64{"x": 0.2, "y": 0.4, "z": 0.3}, ShedFraction: 0.1}}}}
+	o := &Optimizer{rows: &routing.Rows{Single: true, Rows: []routing.Row{{Name: "busy"}, {Name: "idle", Cluster: 1}, {Name: "new", Cluster: 2}}},
+		prev: published{solution: routing.Anchor(map[string]map[string]float64{"idle": {"x": 0.2, "y": 0.4, "z": 0.3}},
+			map[string]float64{"idle": 0.1}, nil)}}
 	cold, err := o.plans(p, sol, map[string]bool{"idle": true, "new": true}, false)
 	if err != nil {
 		t.Fatal(err)
@@ -271,22 +272,22 @@ func TestPlans(t *testing.T) {
 		{"new", map[string]float64{"y": 0.5}, 0.5, false},
 	} {
 		pl := plans[i]
-		if pl.cluster != want.cluster || pl.kept != want.kept || pl.shed != want.shed || len(pl.weights) != len(want.weights) {
+		if pl.row != want.cluster || pl.kept != want.kept || pl.shed != want.shed || len(pl.weights) != len(want.weights) {
 			t.Errorf("plan %d: %+v, want %+v", i, pl, want)
 			continue
 		}
 		sum := pl.shed
 		for e, w := range want.weights {
 			if math.Abs(pl.weights[e]-w) > 1e-6 {
-				t.Errorf("%s: weight of %s %v, want %v", pl.cluster, e, pl.weights[e], w)
+				t.Errorf("%s: weight of %s %v, want %v", pl.row, e, pl.weights[e], w)
 			}
 			sum += pl.weights[e]
 		}
 		if math.Abs(sum-1) > 1e-15 {
-			t.Errorf("%s: weights and shed sum to %v, want 1", pl.cluster, sum)
+			t.Errorf("%s: weights and shed sum to %v, want 1", pl.row, sum)
 		}
 		if pl.table == nil || !slices.Equal(pl.table.Engines(), slices.Sorted(maps.Keys(want.weights))) {
-			t.Errorf("%s: table %v, want one over %v", pl.cluster, pl.table, want.weights)
+			t.Errorf("%s: table %v, want one over %v", pl.row, pl.table, want.weights)
 		}
 	}
 }

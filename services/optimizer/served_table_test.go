@@ -3,7 +3,7 @@ package optimizer
 import (
 	"testing"
 
-	"github.com/ilb-router/ilb/schemas"
+	"github.com/ilb-router/ilb/services/internal/routing"
 	"github.com/ilb-router/ilb/solver/sched"
 )
 
@@ -29,7 +29,7 @@ func sameSlots(a, b *sched.Table) bool {
 // no error, as in the data plane.
 func TestServedTableOfWeightsOnly(t *testing.T) {
 	w := map[string]float64{"eng-a": 0.55, "eng-b": 0, "eng-c": 0.3, "eng-d": 0}
-	got, err := servedTable(&schemas.Snapshot{Cluster: "fe-a", Weights: w, ShedFraction: 0.15})
+	got, err := servedTable("fe-a", routing.RowRouting{Weights: w, Shed: 0.15})
 	if err != nil || got == nil {
 		t.Fatalf("servedTable: %v, %v", got, err)
 	}
@@ -48,8 +48,8 @@ func TestServedTableOfWeightsOnly(t *testing.T) {
 		t.Fatalf("the next update differs: %v %v", err1, err2)
 	}
 
-	allShed := &schemas.Snapshot{Cluster: "fe-a", Weights: map[string]float64{"eng-a": 0}, ShedFraction: 1}
-	if got, err := servedTable(allShed); got != nil || err != nil {
+	allShed := routing.RowRouting{Weights: map[string]float64{"eng-a": 0}, Shed: 1}
+	if got, err := servedTable("fe-a", allShed); got != nil || err != nil {
 		t.Fatalf("all shed: table %v, err %v; want none and no error", got, err)
 	}
 }

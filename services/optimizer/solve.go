@@ -18,9 +18,10 @@ type solveResult struct {
 	problem  *optimize.Problem
 	sol      *optimize.Solution
 	caps     []engineCap
-	demand   map[string]float64 // what the problem used (0 for idle clusters)
+	rows     *routing.Rows
+	demand   map[string]float64 // by row name: what the problem used (0 for idle rows)
 	observed map[string]float64
-	plans    []plan // fleet cluster order
+	plans    []plan // by row
 	digest   string
 	solveMs  float64
 	limits   map[string]float64 // local admission queue limits, by engine
@@ -30,20 +31,20 @@ type solveResult struct {
 // from the previous solution and checks the result. It reads the bucket
 // state in o.prev but changes nothing there.
 func (o *Optimizer) solve(at time.Time) (*solveResult, error) {
-	f := o.cfg.Fleet
-	o.dem.update(o.in, o.prev.shed())
+	f, rows := o.cfg.Fleet, o.rows
+	o.dem.update(o.in, rows, o.prev.shed(f, rows))
 	caps := derate(o.cfg.Derate, o.in, o.cfg.MeanPromptTokens)
-	prior := priorDemand(f, caps, o.cfg.Demand.PriorLoad)
-	dem := make(map[string]float64, len(f.Clusters))
+	prior := priorDemand(f, rows, caps, o.cfg.Demand.PriorLoad)
+	dem := make(map[string]float64, rows.Len())
 	idle := map[string]bool{}
-	for _, c := range f.Clusters {
-		d := o.dem.rps(c.Name, prior[c.Name])
+	for _, rw := range rows.Rows {
+		d := o.dem.rps(rw.Name, prior[rw.Name])
 		if d < o.cfg.Demand.MinRPS {
-			d, idle[c.Name] = 0, true
+			d, idle[rw.Name] = 0, true
 		}
-		dem[c.Name] = d
+		dem[rw.Name] = d
 	}
-	p, err := buildProblem(f, caps, dem)
+	p, err := buildProblem(f, rows, caps, dem)
 	if err != nil {
 		return nil, err
 	}
@@ -61,29 +62,31 @@ func (o *Optimizer) solve(at time.Time) (*solveResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &solveResult{at: at, asOf: o.in.newestEnd, problem: p, sol: sol, caps: caps, demand: dem,
+	return &solveResult{at: at, asOf: o.in.newestEnd, problem: p, sol: sol, caps: caps, rows: rows, demand: dem,
 		observed: maps.Clone(o.dem.observed), plans: plans, digest: digest(p),
 		limits: routing.QueueLimits(p, f.TTFTSLOMs)}, nil
 }
 
-// plans turns the solution into each cluster's weights and table. An idle
-// cluster keeps its previous weights (on engines it may still use), so its
-// conversations keep their engines until traffic returns.
-// observed says whether any demand has been observed: before, nothing is
-// shed (routing.PublishedShed).
+// plans turns the solution into each demand row's weights and table
+// (p's clusters are the rows, in row order). An idle row keeps its
+// previous weights (on engines it may still use), so its conversations
+// keep their engines until traffic returns. observed says whether any
+// demand has been observed: before, nothing is shed
+// (routing.PublishedShed).
 func (o *Optimizer) plans(p *optimize.Problem, sol *optimize.Solution, idle map[string]bool, observed bool) ([]plan, error) {
 	out := make([]plan, 0, len(p.Clusters))
-	for _, c := range p.Clusters {
-		pl := plan{cluster: c.Name}
+	prev := o.prev.solution
+	for r, c := range p.Clusters {
+		pl := plan{row: c.Name, cluster: o.rows.Rows[r].Cluster}
 		pl.weights, pl.shed = normalize(sol.Weights[c.Name], routing.PublishedShed(sol.ShedFraction[c.Name], observed))
 		if idle[c.Name] {
-			if w, shed, ok := o.prev.keep(c.Name, p.Eligible[c.Name]); ok {
+			if w, shed, ok := keep(prev, c.Name, p.Eligible[c.Name]); ok {
 				pl.weights, pl.shed, pl.kept = w, shed, true
 			}
 		}
 		t, err := buildTable(o.prev.tables[c.Name], pl.weights)
 		if err != nil {
-			return nil, fmt.Errorf("optimizer: %w: cluster %s: table: %w", routing.ErrRejected, c.Name, err)
+			return nil, fmt.Errorf("optimizer: %w: row %s: table: %w", routing.ErrRejected, c.Name, err)
 		}
 		pl.table = t
 		out = append(out, pl)
@@ -91,89 +94,112 @@ func (o *Optimizer) plans(p *optimize.Problem, sol *optimize.Solution, idle map[
 	return out, nil
 }
 
-// snapshots returns the snapshot of every plan, without version and time
-// (the publisher sets them).
-func (r *solveResult) snapshots() []*schemas.Snapshot {
-	out := make([]*schemas.Snapshot, 0, len(r.plans))
-	for _, pl := range r.plans {
-		s := &schemas.Snapshot{Cluster: pl.cluster, Weights: pl.weights, ShedFraction: pl.shed, InputsDigest: r.digest,
-			QueueLimits: r.clusterLimits(pl.cluster)}
+// snapshots returns the snapshot of every cluster (fleet order), without
+// version and time (the publisher sets them): its rows folded in by
+// routing.ClusterSnapshot (a fleet of one class: the row's weights and
+// table; else a class per row and their demand-weighted mix on top).
+func (r *solveResult) snapshots(f *schemas.Fleet) []*schemas.Snapshot {
+	plans := make([]routing.RowPlan, len(r.plans))
+	for i, pl := range r.plans {
+		plans[i] = routing.RowPlan{Weights: pl.weights, Shed: pl.shed, Table: pl.table, Demand: r.demand[pl.row]}
+	}
+	out := make([]*schemas.Snapshot, 0, len(f.Clusters))
+	for c, fc := range f.Clusters {
+		s := routing.ClusterSnapshot(r.rows, c, plans)
+		s.Cluster, s.InputsDigest, s.QueueLimits = fc.Name, r.digest, r.clusterLimits(c)
 		if r.asOf > 0 {
 			s.InputsAsOf = time.Unix(0, r.asOf).UTC()
-		}
-		if pl.table != nil {
-			slots, engines, enc, data := pl.table.Encode()
-			s.Table = &schemas.SnapshotTable{Slots: slots, Encoding: enc, Engines: engines, Data: data}
 		}
 		out = append(out, s)
 	}
 	return out
 }
 
-// clusterLimits are the queue limits of the engines cluster may use.
-func (r *solveResult) clusterLimits(cluster string) map[string]float64 {
+// clusterLimits are the queue limits of the engines cluster c's rows may
+// use.
+func (r *solveResult) clusterLimits(c int) map[string]float64 {
 	out := map[string]float64{}
-	for _, e := range r.problem.Eligible[cluster] {
-		if l, ok := r.limits[e]; ok {
-			out[e] = l
+	for _, row := range r.rows.ClusterRows(c) {
+		for _, e := range r.problem.Eligible[r.rows.Rows[row].Name] {
+			if l, ok := r.limits[e]; ok {
+				out[e] = l
+			}
 		}
 	}
 	return out
 }
 
-// shed returns the shed fraction of every published cluster: what was in
-// force while the latest windows were observed.
-func (p *published) shed() map[string]float64 {
-	out := make(map[string]float64, len(p.snaps))
-	for c, s := range p.snaps {
-		out[c] = s.ShedFraction
+// shed returns the shed fraction of every published row, by row name:
+// what was in force while the latest windows were observed.
+func (p *published) shed(f *schemas.Fleet, rows *routing.Rows) map[string]float64 {
+	out := map[string]float64{}
+	for c, fc := range f.Clusters {
+		if s, ok := p.snaps[fc.Name]; ok {
+			for r, rr := range routing.SnapshotRows(f, rows, c, s) {
+				out[rows.Rows[r].Name] = rr.Shed
+			}
+		}
 	}
 	return out
 }
 
-// keep returns the previous weights of cluster restricted to the engines
-// it may use now, rescaled to sum to 1 − the previous shed fraction.
-func (p *published) keep(cluster string, eligible []string) (map[string]float64, float64, bool) {
-	s, ok := p.snaps[cluster]
-	if !ok || s.ShedFraction >= 1 {
+// keep returns the previous weights of a row (from the anchor, which
+// holds what is published) restricted to the engines it may use now,
+// rescaled to sum to 1 − the previous shed fraction.
+func keep(prev *optimize.Solution, row string, eligible []string) (map[string]float64, float64, bool) {
+	if prev == nil {
+		return nil, 0, false
+	}
+	pw, ok := prev.Weights[row]
+	if !ok || prev.ShedFraction[row] >= 1 {
 		return nil, 0, false
 	}
 	w := map[string]float64{}
 	for _, e := range eligible {
-		if v := s.Weights[e]; v > 0 {
+		if v := pw[e]; v > 0 {
 			w[e] = v
 		}
 	}
 	if len(w) == 0 {
 		return nil, 0, false
 	}
-	w, shed := normalize(w, s.ShedFraction)
+	w, shed := normalize(w, prev.ShedFraction[row])
 	return w, shed, true
 }
 
-// changeFrom is the largest, over clusters, routing.Change between r's
+// changeFrom is the largest, over rows, routing.Change between r's
 // weights and the published ones (the total variation distance, shed
-// counted as one more weight); 1 when a cluster has no published snapshot.
+// counted as one more weight); 1 when a row has no published weights.
 func (r *solveResult) changeFrom(p *published) float64 {
+	if p.solution == nil {
+		return 1
+	}
 	worst := 0.0
 	for _, pl := range r.plans {
-		s, ok := p.snaps[pl.cluster]
+		w, ok := p.solution.Weights[pl.row]
 		if !ok {
 			return 1
 		}
-		worst = max(worst, routing.Change(pl.weights, pl.shed, s.Weights, s.ShedFraction))
+		worst = max(worst, routing.Change(pl.weights, pl.shed, w, p.solution.ShedFraction[pl.row]))
 	}
 	return worst
 }
 
 // anchor is the previous solution the solver's churn term and warm start
-// use (routing.Anchor): the published weights and shed fractions, with
-// the cluster prices of the solve that made them when known.
-func anchor(snaps map[string]*schemas.Snapshot, prices map[string]float64) *optimize.Solution {
-	weights := make(map[string]map[string]float64, len(snaps))
-	shed := make(map[string]float64, len(snaps))
-	for c, s := range snaps {
-		weights[c], shed[c] = s.Weights, s.ShedFraction
+// use (routing.Anchor): the published weights and shed fractions of every
+// row (routing.SnapshotRows), with the row prices of the solve that made
+// them when known.
+func anchor(f *schemas.Fleet, rows *routing.Rows, snaps map[string]*schemas.Snapshot, prices map[string]float64) *optimize.Solution {
+	weights := map[string]map[string]float64{}
+	shed := map[string]float64{}
+	for c, fc := range f.Clusters {
+		s, ok := snaps[fc.Name]
+		if !ok {
+			continue
+		}
+		for r, rr := range routing.SnapshotRows(f, rows, c, s) {
+			weights[rows.Rows[r].Name], shed[rows.Rows[r].Name] = rr.Weights, rr.Shed
+		}
 	}
 	return routing.Anchor(weights, shed, prices)
 }

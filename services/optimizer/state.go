@@ -3,6 +3,7 @@ package optimizer
 import (
 	"time"
 
+	"github.com/ilb-router/ilb/schemas"
 	"github.com/ilb-router/ilb/solver/optimize"
 	"github.com/ilb-router/ilb/streams/kv"
 )
@@ -43,9 +44,14 @@ type State struct {
 	LastError string `json:"last_error,omitempty"`
 }
 
-// ClusterState is one cluster in the last solve.
+// ClusterState is one demand row in the last solve: a cluster, or in a
+// fleet of more than one request class a cluster's class (Name is then
+// CLUSTER/CLASS, and Cluster, Model and Class say which).
 type ClusterState struct {
-	Name string `json:"name"`
+	Name    string `json:"name"`
+	Cluster string `json:"cluster,omitempty"`
+	Model   string `json:"model,omitempty"`
+	Class   string `json:"class,omitempty"`
 	// DemandRPS is the smoothed demand estimate the solve used;
 	// ObservedRPS the latest window's served traffic scaled up by the shed
 	// fraction then in force.
@@ -124,17 +130,23 @@ func (o *Optimizer) storeState() {
 			st.InputsAsOf = time.Unix(0, r.asOf).UTC()
 		}
 		st.ObjectiveMs, st.Gap, st.WeightChurn = r.sol.ObjectiveMs, r.sol.Gap, r.sol.WeightChurn
-		st.Clusters = clusterStates(r)
+		st.Clusters = clusterStates(o.cfg.Fleet, r)
 		st.Engines = engineStates(r)
 	}
 	o.state.Store(st)
 }
 
-func clusterStates(r *solveResult) []ClusterState {
+func clusterStates(f *schemas.Fleet, r *solveResult) []ClusterState {
 	out := make([]ClusterState, 0, len(r.plans))
 	for _, pl := range r.plans {
-		out = append(out, ClusterState{Name: pl.cluster, DemandRPS: r.demand[pl.cluster],
-			ObservedRPS: r.observed[pl.cluster], ShedFraction: pl.shed, Weights: pl.weights, Kept: pl.kept})
+		cs := ClusterState{Name: pl.row, DemandRPS: r.demand[pl.row],
+			ObservedRPS: r.observed[pl.row], ShedFraction: pl.shed, Weights: pl.weights, Kept: pl.kept}
+		if !r.rows.Single {
+			rw, _ := r.rows.ByName(pl.row)
+			k := r.rows.Classes[r.rows.Rows[rw].Class]
+			cs.Cluster, cs.Model, cs.Class = f.Clusters[pl.cluster].Name, k.Model, k.Key()
+		}
+		out = append(out, cs)
 	}
 	return out
 }

@@ -33,8 +33,11 @@ func (c DemandConfig) Validate() error {
 	return nil
 }
 
-// Demand estimates each cluster's demand, the requests per second it would
-// send if nothing were shed, from feature windows. For each window:
+// Demand estimates each demand row's demand (a cluster's requests of one
+// class, Rows; in a fleet of one class the rows are the clusters), the
+// requests per second it would send if nothing were shed, from feature
+// windows. For each window (c below is a row, its served rate that of the
+// feature rows of its cluster and class):
 //
 //	served_ce  = arrival_rps of the (c, e) row (completions per second)
 //	growth_e   = Δ in_flight of engine e since its previous status row / Δt
@@ -60,9 +63,10 @@ func (c DemandConfig) Validate() error {
 type Demand struct {
 	cfg      DemandConfig
 	idx      fleetIndex
-	elig     []bool    // [c*ne+e]: cluster c may use engine e
-	share    []float64 // by cluster: the fleet's demand fraction
-	est, raw []float64 // by cluster
+	rows     *Rows
+	elig     []bool    // [c*ne+e]: row c may use engine e
+	share    []float64 // by row: the fleet's demand fraction (RowShares)
+	est, raw []float64 // by row
 	n        int       // observations folded in
 	lastEnd  int64     // end of the last window observed
 	inflight []float64 // by engine: in-flight of its latest status row
@@ -73,7 +77,8 @@ type Demand struct {
 	grown          []bool    // scratch, by engine: growth known this window
 }
 
-// NewDemand returns an estimator for the clusters and engines of f.
+// NewDemand returns an estimator for the demand rows (NewRows) and
+// engines of f.
 func NewDemand(f *schemas.Fleet, cfg DemandConfig) (*Demand, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -81,36 +86,41 @@ func NewDemand(f *schemas.Fleet, cfg DemandConfig) (*Demand, error) {
 	if f == nil {
 		return nil, errors.New("routing: demand: no fleet")
 	}
-	nc, ne := len(f.Clusters), len(f.Engines)
-	d := &Demand{cfg: cfg, idx: newFleetIndex(f), elig: make([]bool, nc*ne), share: make([]float64, nc),
+	rows := NewRows(f)
+	nc, ne := rows.Len(), len(f.Engines)
+	d := &Demand{cfg: cfg, idx: newFleetIndex(f), rows: rows, elig: make([]bool, nc*ne), share: RowShares(f, rows),
 		est: make([]float64, nc), raw: make([]float64, nc), inflight: make([]float64, ne), atNs: make([]int64, ne),
 		recent: make([]float64, nc*ne), served: make([]float64, nc*ne), growth: make([]float64, ne), grown: make([]bool, ne)}
-	for c, fc := range f.Clusters {
-		d.share[c] = f.DemandFraction(fc.Name)
+	for c, rw := range rows.Rows {
+		fc := f.Clusters[rw.Cluster]
 		for e, fe := range f.Engines {
 			_, reach := f.NetworkMsBetween(fc.Region, fe.Region)
-			d.elig[c*ne+e] = reach && f.Eligible(fc, fe)
+			d.elig[c*ne+e] = reach && f.Eligible(fc, fe) && rows.Serves(rw.Class, e)
 		}
 	}
 	return d, nil
 }
 
+// Rows are the demand rows the estimates are indexed by.
+func (d *Demand) Rows() *Rows { return d.rows }
+
 // Known reports whether an observation has been folded in.
 func (d *Demand) Known() bool { return d.n > 0 }
 
-// RPS is cluster c's demand estimate (fleet cluster index); 0 before Known.
+// RPS is row c's demand estimate (index into Rows); 0 before Known.
 func (d *Demand) RPS(c int) float64 { return d.est[c] }
 
-// ClusterIndex returns the fleet index of the named cluster.
-func (d *Demand) ClusterIndex(name string) (int, bool) { return d.idx.cluster(name) }
+// RowIndex returns the index of the row with the given name (a cluster's
+// name in a fleet of one class).
+func (d *Demand) RowIndex(name string) (int, bool) { return d.rows.ByName(name) }
 
-// Observed is cluster c's latest raw observation (shed-corrected).
+// Observed is row c's latest raw observation (shed-corrected).
 func (d *Demand) Observed(c int) float64 { return d.raw[c] }
 
 // Observe folds in the window ending at endNs, given its rows: engine rows
-// (Cluster empty) and (cluster, engine) rows; rows of engines or clusters
-// not in the fleet are ignored. shed[c] is the shed fraction in force for
-// cluster c (fleet index; nil: none). It reports whether the window was
+// (Cluster empty) and (cluster, class, engine) rows; rows of engines,
+// clusters or classes not in the fleet are ignored. shed[c] is the shed
+// fraction in force for demand row c (nil: none). It reports whether the window was
 // folded in: not when it is no newer than the last one, nor when it only
 // primes the in-flight readings.
 func (d *Demand) Observe(endNs int64, rows []schemas.Feature, shed []float64) bool {
@@ -161,7 +171,7 @@ func (d *Demand) collect(rows []schemas.Feature) {
 			continue
 		}
 		if r.Cluster != "" {
-			if c, ok := d.idx.cluster(r.Cluster); ok && isRate(r.ArrivalRPS) {
+			if c, ok := d.rows.ByKey(r.Cluster, r.Class); ok && isRate(r.ArrivalRPS) {
 				d.served[c*ne+e] += r.ArrivalRPS
 			}
 			continue
@@ -225,11 +235,11 @@ func (d *Demand) remember() {
 
 func isRate(v float64) bool { return v >= 0 && !math.IsInf(v, 1) }
 
-// PriorDemand is every cluster's demand before any window has been seen,
-// by fleet cluster index: the fleet's total_demand_rps, or priorLoad × Σ
-// capacity × max_utilization over the engines (capacityRPS, derated), split
-// by demand_share.
-func PriorDemand(f *schemas.Fleet, capacityRPS []float64, priorLoad float64) []float64 {
+// PriorDemand is every demand row's demand before any window has been
+// seen, by row index of rows: the fleet's total_demand_rps, or priorLoad ×
+// Σ capacity × max_utilization over the engines (capacityRPS, derated),
+// split by RowShares.
+func PriorDemand(f *schemas.Fleet, rows *Rows, capacityRPS []float64, priorLoad float64) []float64 {
 	total := f.TotalDemandRPS
 	if total <= 0 {
 		for _, c := range capacityRPS {
@@ -237,9 +247,9 @@ func PriorDemand(f *schemas.Fleet, capacityRPS []float64, priorLoad float64) []f
 		}
 		total *= priorLoad
 	}
-	out := make([]float64, len(f.Clusters))
-	for c, fc := range f.Clusters {
-		out[c] = total * f.DemandFraction(fc.Name)
+	out := RowShares(f, rows)
+	for r := range out {
+		out[r] *= total
 	}
 	return out
 }

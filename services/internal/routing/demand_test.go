@@ -145,12 +145,12 @@ func TestDemandConfig(t *testing.T) {
 func TestPriorDemand(t *testing.T) {
 	f := schemas.ExampleFleet()
 	caps := []float64{4, 4, 2, 2, 4, 2}
-	got := PriorDemand(f, caps, 0.5)
+	got := PriorDemand(f, NewRows(f), caps, 0.5)
 	if !near(got[0], f.TotalDemandRPS*0.45) || !near(got[2], f.TotalDemandRPS*0.25) {
 		t.Fatalf("prior %v, want total_demand_rps %v split by shares", got, f.TotalDemandRPS)
 	}
 	f.TotalDemandRPS = 0
-	got = PriorDemand(f, caps, 0.5)
+	got = PriorDemand(f, NewRows(f), caps, 0.5)
 	if want := 0.5 * 18 * f.MaxUtilization * 0.30; !near(got[1], want) {
 		t.Fatalf("prior without total_demand_rps: %v, want %v for fe-west", got, want)
 	}

@@ -25,14 +25,15 @@ const MinCapacityRPS = 1e-6
 
 // BuildProblem turns the fleet, its engines' profiles with their derated
 // capacities (engines, by fleet engine index; names are taken from the
-// fleet) and each cluster's demand (by fleet cluster index) into the
-// solver's problem. Engines are sorted by name, clusters kept in fleet
-// order; an engine below MinCapacityRPS is left out, and a cluster may use
-// only engines that are in the problem, eligible (residency) and reachable
-// (a network_ms pair between their regions). meanOutputTokens is the
-// fleet's mean_output_tokens, or an observed mean. The problem is
-// validated.
-func BuildProblem(f *schemas.Fleet, engines []optimize.Engine, demand []float64, meanOutputTokens float64) (*optimize.Problem, error) {
+// fleet) and each demand row's demand (by row index of rows, NewRows(f))
+// into the solver's problem: one solver cluster per row, named Row.Name.
+// Engines are sorted by name, rows kept in order; an engine below
+// MinCapacityRPS is left out, and a row may use only engines that are in
+// the problem, eligible for its cluster (residency), reachable (a
+// network_ms pair between their regions) and serving its class (the same
+// rule as optimize.Problem.Expand). meanOutputTokens is the fleet's
+// mean_output_tokens, or an observed mean. The problem is validated.
+func BuildProblem(f *schemas.Fleet, rows *Rows, engines []optimize.Engine, demand []float64, meanOutputTokens float64) (*optimize.Problem, error) {
 	p := &optimize.Problem{
 		MeanOutputTokens: meanOutputTokens,
 		MaxUtilization:   f.MaxUtilization,
@@ -40,7 +41,7 @@ func BuildProblem(f *schemas.Fleet, engines []optimize.Engine, demand []float64,
 		NetworkMs:        map[string]map[string]float64{},
 		Eligible:         map[string][]string{},
 	}
-	usable := map[string]schemas.FleetEngine{}
+	usable := map[string]int{} // name -> fleet index
 	for i, fe := range f.Engines {
 		if i >= len(engines) || !(engines[i].CapacityRps >= MinCapacityRPS) {
 			continue
@@ -48,30 +49,32 @@ func BuildProblem(f *schemas.Fleet, engines []optimize.Engine, demand []float64,
 		e := engines[i]
 		e.Name = fe.Name
 		p.Engines = append(p.Engines, e)
-		usable[fe.Name] = fe
+		usable[fe.Name] = i
 	}
 	if len(p.Engines) == 0 {
 		return nil, ErrNoEngine
 	}
 	slices.SortFunc(p.Engines, func(a, b optimize.Engine) int { return cmp.Compare(a.Name, b.Name) })
-	for c, fc := range f.Clusters {
+	for r, rw := range rows.Rows {
+		fc := f.Clusters[rw.Cluster]
 		d := 0.0
-		if c < len(demand) {
-			d = demand[c]
+		if r < len(demand) {
+			d = demand[r]
 		}
-		p.Clusters = append(p.Clusters, optimize.Cluster{Name: fc.Name, DemandRps: d})
-		row := map[string]float64{}
+		p.Clusters = append(p.Clusters, optimize.Cluster{Name: rw.Name, DemandRps: d})
+		net := map[string]float64{}
 		elig := []string{}
 		for _, e := range p.Engines {
-			fe := usable[e.Name]
+			i := usable[e.Name]
+			fe := f.Engines[i]
 			ms, ok := f.NetworkMsBetween(fc.Region, fe.Region)
-			if ok && f.Eligible(fc, fe) {
-				row[e.Name] = ms
+			if ok && f.Eligible(fc, fe) && rows.Serves(rw.Class, i) {
+				net[e.Name] = ms
 				elig = append(elig, e.Name)
 			}
 		}
-		p.NetworkMs[fc.Name] = row
-		p.Eligible[fc.Name] = elig
+		p.NetworkMs[rw.Name] = net
+		p.Eligible[rw.Name] = elig
 	}
 	if err := p.Validate(); err != nil {
 		return nil, err

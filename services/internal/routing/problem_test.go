@@ -18,7 +18,7 @@ func TestBuildProblem(t *testing.T) {
 			TBOT: optimize.TBOT{BaseMs: 30, SlopeMs: 20}}
 	}
 	engines[2].CapacityRps = 0 // east-a100-0: derated away
-	p, err := BuildProblem(f, engines, []float64{1, 2, 3}, 250)
+	p, err := BuildProblem(f, NewRows(f), engines, []float64{1, 2, 3}, 250)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func TestBuildProblem(t *testing.T) {
 	for i := range engines {
 		engines[i].CapacityRps = 0
 	}
-	if _, err := BuildProblem(f, engines, nil, 250); !errors.Is(err, ErrNoEngine) {
+	if _, err := BuildProblem(f, NewRows(f), engines, nil, 250); !errors.Is(err, ErrNoEngine) {
 		t.Errorf("every engine down: %v, want ErrNoEngine", err)
 	}
 }
