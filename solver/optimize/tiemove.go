@@ -174,6 +174,11 @@ func (x *ties) stationaryKink(members []int32, tol float64) *moveResult {
 // changed.
 func (x *ties) apply(k int32, members []int32, r moveResult) {
 	x.moves++
+	if r.t == 0 {
+		x.stuck++
+	} else {
+		x.stuck = 0
+	}
 	if x.trace != nil {
 		desc := ""
 		if r.kinkAt >= 0 {

@@ -46,10 +46,10 @@ type ties struct {
 	queue  []int32 // component labels to revisit
 	queued []bool
 
-	moves, merges, splits, rebuilds, fullMoves, jacobis int
+	moves, merges, splits, rebuilds, fullMoves int
+	stuck                                      int // moves in a row that went nowhere
 
-	size  []int32
-	dir   []float64
+	size  []int32 // scratch: cluster counts by label
 	trace func(string, ...any)
 
 	// scratch
@@ -60,7 +60,6 @@ type ties struct {
 	cand    []moveEngine
 	kinks   []kink
 	fr      forest
-	flow    []float64
 	changed []int32
 }
 
@@ -256,6 +255,9 @@ func (x *ties) solve(maxSteps int) bool {
 			continue
 		}
 		x.visit(k)
+		if x.stuck > m.nc+100 {
+			return false // degenerate: ties form and split without the dual rising
+		}
 	}
 	return false
 }
