@@ -51,6 +51,10 @@ type Aggregator struct {
 	// over (fitter.go).
 	lastFitAt int64
 
+	// fleetEngines are the engines of the fleet in force (SetFleet);
+	// guarded by mu.
+	fleetEngines map[string]bool
+
 	// rb follows what the group published (readback.go); set by Run
 	// before the consumer starts, nil in tests that drive the core.
 	rb *readback
@@ -68,6 +72,9 @@ type Aggregator struct {
 	prof     *profiler
 	profFile *rollingFile
 	pending  bool // accepted profiles not yet published
+	// profNext is a fleet change the profiler has not taken yet
+	// (fleet.go); any goroutine sets it, the profiler's owner takes it.
+	profNext atomic.Pointer[profilerUpdate]
 
 	// Read by HTTP handlers.
 	latest   atomic.Pointer[FeaturesView]
@@ -84,6 +91,10 @@ func New(cfg Config, deps Deps) (*Aggregator, error) {
 	a.hist = newHistory(cfg.HistoryWindows, cfg.MaxEngines, int64(cfg.Window))
 	a.core = newCore(cfg, a, a.cnt)
 	a.prof = newProfiler(cfg)
+	a.fleetEngines = map[string]bool{}
+	for name := range cfg.Replicas {
+		a.fleetEngines[name] = true
+	}
 	if cfg.OutDir != "" {
 		a.featFile = newRollingFile(cfg.OutDir, "features", schemas.FeatureSchema, cfg.FileRollInterval)
 		a.profFile = newRollingFile(cfg.OutDir, "profiles", schemas.ProfileSchema, cfg.FileRollInterval)

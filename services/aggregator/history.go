@@ -22,11 +22,12 @@ type history struct {
 
 	mu      sync.Mutex
 	engines map[string]*ring
-	dropped uint64 // windows of engines beyond maxEngines
+	gone    map[string]bool // engines removed from the fleet (fleet.go)
+	dropped uint64          // windows of engines beyond maxEngines
 }
 
 func newHistory(size, maxEngines int, windowNs int64) *history {
-	return &history{size: size, maxEngines: maxEngines, windowNs: windowNs, engines: map[string]*ring{}}
+	return &history{size: size, maxEngines: maxEngines, windowNs: windowNs, engines: map[string]*ring{}, gone: map[string]bool{}}
 }
 
 // historySlack is how many windows beyond size each ring keeps, so that
@@ -51,6 +52,9 @@ func (h *history) addRow(r *schemas.Feature) {
 	p := regress.Point{LoadRPS: r.ArrivalRPS, TTFTMs: r.TTFTP50Ms, TBOTMs: r.TBOTP50Ms, Weight: float64(r.Requests)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.gone[r.Engine] {
+		return
+	}
 	rg := h.engines[r.Engine]
 	if rg == nil {
 		if len(h.engines) >= h.maxEngines {

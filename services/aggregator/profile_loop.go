@@ -140,6 +140,7 @@ func (a *Aggregator) emittedLocked(now time.Time) (int64, bool) {
 // publish when a fit was accepted (or an earlier publish failed); nil
 // when there is nothing to publish.
 func (a *Aggregator) fitProfiles(ctx context.Context, upTo int64, at time.Time) (*kgo.Record, error) {
+	a.takeFleetUpdate()
 	results, accepted := a.prof.fit(a.hist.snapshot(upTo), at)
 	for _, r := range results {
 		if r.Accepted {

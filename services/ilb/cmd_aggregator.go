@@ -27,6 +27,11 @@ a crashed predecessor published without committing. Several instances in
 one --group split the partitions; the one owning partition 0 fits the
 profiles for all, on every partition's windows.
 
+The fleet file is watched (and reloaded on SIGHUP): an engine added gets
+its max batch, SKU and replicas in the windows and fits from then on, one
+removed leaves the profile fits. A file that fails validation is logged,
+counted (ilb_fleetwatch_reloads_total{result="rejected"}) and ignored.
+
 HTTP (--http): GET /healthz, GET /metrics, GET /v1/features (latest window),
 GET /v1/profiles (current profiles and the latest fit of each engine).`
 
@@ -34,7 +39,7 @@ func cmdAggregator(ctx context.Context, e *env, args []string) error {
 	cfg := aggregator.DefaultConfig()
 	fs := newFlags(e, "aggregator", "--kafka ADDRS --fleet FILE [flags]", aggregatorAbout)
 	kf := addKafkaFlags(fs)
-	fleet := fs.String("fleet", "", "fleet file (YAML): max batch, SKUs, replicas, TTFT SLO; required")
+	fleet := fs.String("fleet", "", "fleet file (YAML): max batch, SKUs, replicas, TTFT SLO; required; watched, and reloaded on SIGHUP")
 	httpAddr := fs.String("http", "", "HTTP listen address for /healthz, /metrics, /v1/features, /v1/profiles (default: none)")
 	sf := addServiceFlags(fs, "ilb-aggregator")
 	fs.StringVar(&cfg.Group, "group", cfg.Group, "Kafka consumer group; instances in one group split the partitions")
@@ -71,10 +76,12 @@ func cmdAggregator(ctx context.Context, e *env, args []string) error {
 	if err := cfg.Validate(); err != nil {
 		return badInput("%v", err)
 	}
-	return runAggregator(ctx, e, cfg, sf, *httpAddr)
+	return runAggregator(ctx, e, cfg, sf, *httpAddr, *fleet)
 }
 
-func runAggregator(ctx context.Context, e *env, cfg aggregator.Config, sf *serviceFlags, httpAddr string) error {
+// runAggregator runs the aggregator; a non-empty fleetPath is watched and
+// its changes applied (SetFleet).
+func runAggregator(ctx context.Context, e *env, cfg aggregator.Config, sf *serviceFlags, httpAddr, fleetPath string) error {
 	sv, err := sf.start(ctx, e)
 	if err != nil {
 		return err
@@ -88,6 +95,12 @@ func runAggregator(ctx context.Context, e *env, cfg aggregator.Config, sf *servi
 	var g svcrun.Group
 	g.ShutdownTimeout = cfg.PublishTimeout + 5*time.Second // the final publish and commit
 	g.Add("aggregator", a.Run)
+	if fleetPath != "" {
+		apply := func(f *schemas.Fleet) error { return a.SetFleet(f) }
+		if err := watchFleet(ctx, &g, fleetPath, log, tel.Meter, apply); err != nil {
+			return badInput("--fleet: %v", err)
+		}
+	}
 	where := ""
 	if httpAddr != "" {
 		srv, err := svcrun.Listen(svcrun.DefaultHTTPConfig(httpAddr), a.Handler())

@@ -61,7 +61,7 @@ func (t *ticks) setEngines(f *schemas.Fleet) {
 	}
 	for _, e := range f.Engines {
 		if _, ok := t.lastSeen[e.Name]; !ok {
-			t.lastSeen[e.Name] = 0
+			t.lastSeen[e.Name] = t.solved - expectTicks // as if silent for long
 		}
 	}
 }

@@ -69,6 +69,7 @@ type FeatureStats struct {
 // A row's identity is its window bounds, engine and cluster.
 type Features struct {
 	w           *Windower[engineAcc]
+	wcfg        Config // fixed at NewFeatures (Reconfigure checks it)
 	maxBatch    map[string]int
 	maxClusters int
 	classify    func(engine, model string, promptTokens uint32) string
@@ -89,6 +90,7 @@ func NewFeatures(cfg FeaturesConfig) (*Features, error) {
 	}
 	return &Features{
 		w:           w,
+		wcfg:        cfg.Window,
 		maxBatch:    maps.Clone(cfg.MaxBatchPerReplica),
 		maxClusters: cfg.MaxClustersPerEngine,
 		classify:    cfg.Classify,
