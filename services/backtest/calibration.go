@@ -4,6 +4,8 @@ import (
 	"math"
 	"slices"
 
+	"github.com/ilb-router/ilb/solver/engine"
+
 	"github.com/ilb-router/ilb/solver/optimize"
 )
 
@@ -77,6 +79,16 @@ func (c *calibrator) calibrate(r *recorder, endNs int64) []EngineCalibration {
 		return max(float64(end-c.at[k])/1e9, 1e-9)
 	}
 	load := c.smoothedLoad(count, span)
+	// Engines of the same parameters measure the same: once each.
+	byParams := map[engine.Params]float64{}
+	measured := func(p engine.Params) float64 {
+		v, ok := byParams[p]
+		if !ok {
+			v = measureCapacity(p, w)
+			byParams[p] = v
+		}
+		return v
+	}
 	out := make([]EngineCalibration, c.ne)
 	for e := range out {
 		out[e].Name = fi.engines[e]
@@ -114,7 +126,7 @@ func (c *calibrator) calibrate(r *recorder, endNs int64) []EngineCalibration {
 			routed += count[k][e]
 		}
 		cal.ModelCapacityRPS /= max(total, 1e-9)
-		cal.MeasuredCapacityRPS = measureCapacity(fi.params[e], w)
+		cal.MeasuredCapacityRPS = measured(fi.params[e])
 		cal.CapacityErrorRatio = ratioMinusOne(cal.ModelCapacityRPS, cal.MeasuredCapacityRPS)
 		cal.MeanLoadRPS = float64(routed) / max(total, 1e-9)
 	}

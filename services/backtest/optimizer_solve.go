@@ -37,7 +37,7 @@ func (p *optimizerPolicy) solve(s *sim) error {
 	weights := make(map[string]map[string]float64, s.fi.nrows())
 	shed := make(map[string]float64, s.fi.nrows())
 	for _, c := range s.fi.rowName {
-		weights[c], shed[c] = routing.Normalize(sol.Weights[c], routing.PublishedShed(sol.ShedFraction[c], p.demand.Known()))
+		weights[c], shed[c] = routing.Normalize(sol.Weights[c], routing.PublishedShed(sol.ShedFraction[c], routing.DemandKnown(s.fi.f, p.demand)))
 	}
 	if p.prev != nil && s.now-p.publishedNs < int64(p.cfg.MaxInterval) && p.change(s, weights, shed) < p.cfg.MinChange {
 		return nil // too small a change to publish; the tables stay

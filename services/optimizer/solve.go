@@ -58,7 +58,7 @@ func (o *Optimizer) solve(at time.Time) (*solveResult, error) {
 	if err := checkSolution(p, sol); err != nil {
 		return nil, err
 	}
-	plans, err := o.plans(p, sol, idle, o.dem.known())
+	plans, err := o.plans(p, sol, idle, o.dem.known() || f.TotalDemandRPS > 0)
 	if err != nil {
 		return nil, err
 	}
@@ -73,12 +73,12 @@ func (o *Optimizer) solve(at time.Time) (*solveResult, error) {
 // keep their engines until traffic returns. observed says whether any
 // demand has been observed: before, nothing is shed
 // (routing.PublishedShed).
-func (o *Optimizer) plans(p *optimize.Problem, sol *optimize.Solution, idle map[string]bool, observed bool) ([]plan, error) {
+func (o *Optimizer) plans(p *optimize.Problem, sol *optimize.Solution, idle map[string]bool, known bool) ([]plan, error) {
 	out := make([]plan, 0, len(p.Clusters))
 	prev := o.prev.solution
 	for r, c := range p.Clusters {
 		pl := plan{row: c.Name, cluster: o.rows.Rows[r].Cluster}
-		pl.weights, pl.shed = normalize(sol.Weights[c.Name], routing.PublishedShed(sol.ShedFraction[c.Name], observed))
+		pl.weights, pl.shed = normalize(sol.Weights[c.Name], routing.PublishedShed(sol.ShedFraction[c.Name], known))
 		if idle[c.Name] {
 			if w, shed, ok := keep(prev, c.Name, p.Eligible[c.Name]); ok {
 				pl.weights, pl.shed, pl.kept = w, shed, true

@@ -281,13 +281,20 @@ func (x fleetIndex) engine(name string) (int, bool) {
 }
 
 // PublishedShed is the shed fraction to publish for a solution's shed:
-// none before any demand has been observed. The cold-start demand is a
-// guess (the fleet's total_demand_rps, or a share of capacity), and
-// refusing on a guess would turn a wrong fleet file into refusals the
-// fleet could serve; local admission still guards the engines.
-func PublishedShed(shed float64, observed bool) float64 {
-	if !observed {
+// none while demand is unknown, that is before any has been observed,
+// unless the fleet file declares it (total_demand_rps). Without either,
+// the cold-start demand is a guess (a share of capacity), and refusing on
+// a guess would refuse work the fleet could serve; local admission still
+// guards the engines.
+func PublishedShed(shed float64, known bool) float64 {
+	if !known {
 		return 0
 	}
 	return shed
+}
+
+// DemandKnown reports whether a cluster's demand is known to the
+// optimizer: observed, or declared by the fleet file.
+func DemandKnown(f *schemas.Fleet, d *Demand) bool {
+	return (d != nil && d.Known()) || f.TotalDemandRPS > 0
 }
