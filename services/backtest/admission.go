@@ -18,9 +18,35 @@ func (p *tablePicker) setLimits(limits []float64) {
 	if p.pend == nil && limits != nil {
 		s := p.s
 		p.pend, p.pendTok = make([]int32, s.w.len()), make([]int64, len(s.fi.clusters)*len(s.fi.engines))
+		p.sentAt = make([]uint64, s.w.len())
+		p.endedBy = make([]int32, len(s.fi.clusters)*len(s.fi.engines))
 		s.enableFirstTokens(p.prefillDone)
-		s.onDone = p.prefillDone
+		s.onDone = p.ended
 	}
+}
+
+// ended is a request's end at engine e: its prompt leaves the pending
+// prefill, and if it was sent since the last status it counts as ended
+// among those (held), as in the data plane.
+func (p *tablePicker) ended(s *sim, i, e int) {
+	p.prefillDone(s, i, e)
+	c := int(s.w.cluster[i])
+	if p.sentAt[i] == s.statusGen && p.sentGen[c] == s.statusGen {
+		p.endedBy[c*len(s.fi.engines)+e]++
+	}
+}
+
+// held is the requests at engine e as the data plane of demand row c's
+// cluster knows them: waiting and running by the last status, plus those
+// sent since and not ended (routing.Move).
+func (p *tablePicker) held(c, e int) float64 {
+	s := p.s
+	c = int(s.fi.rowCluster[c])
+	n := float64(s.waitSeen[e] + s.runSeen[e])
+	if p.sentGen[c] == s.statusGen {
+		n += float64(p.sentBy[c*len(s.fi.engines)+e] - p.endedBy[c*len(s.fi.engines)+e])
+	}
+	return n
 }
 
 // waiting is engine e's queue as the data plane of demand row c's
@@ -42,6 +68,9 @@ func (p *tablePicker) sent(c, e int) {
 	ne := len(s.fi.engines)
 	if p.sentGen[c] != s.statusGen {
 		clear(p.sentBy[c*ne : (c+1)*ne])
+		if p.endedBy != nil {
+			clear(p.endedBy[c*ne : (c+1)*ne])
+		}
 		p.sentGen[c] = s.statusGen
 	}
 	p.sentBy[c*ne+e]++
@@ -65,7 +94,7 @@ func (p *tablePicker) refuses(idx int) bool { return !p.usable(idx) || !p.admits
 func (p *tablePicker) lighter(t *sched.Table, h uint64, idx int, ongoing bool) int {
 	p.ongoing = ongoing
 	if ongoing {
-		return routing.Move(t, h, idx, p.closed, p.load)
+		return routing.Move(t, h, idx, p.held(p.c, int(p.toEngine[p.c][idx])), p.closed, p.load)
 	}
 	return routing.SecondChoice(t, h, idx, p.closed, p.load)
 }
@@ -87,6 +116,7 @@ func (p *tablePicker) load(i int) float64 {
 // answer's stream start), in units of its mean prompt.
 func (p *tablePicker) prefillSent(i, c, e int) {
 	c = int(p.s.fi.rowCluster[c]) // a row's cluster
+	p.sentAt[i] = p.s.statusGen
 	tok := p.s.w.prompt[i]
 	p.pend[i] = tok
 	p.pendTok[c*len(p.s.fi.engines)+e] += int64(tok)

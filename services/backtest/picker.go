@@ -66,6 +66,8 @@ type tablePicker struct {
 	// Prefill sent and not yet started answering (prefillSent): prompt
 	// tokens by request, and by cluster*engines+engine; the mean prompt.
 	pend       []int32
+	sentAt     []uint64 // the status generation request i was sent in
+	endedBy    []int32  // like sentBy: of those, the ones that ended
 	pendTok    []int64
 	meanPrompt float64
 }

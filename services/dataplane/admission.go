@@ -23,6 +23,8 @@ var ErrAdmission = errors.New("admission: every engine's queue is over what it c
 type live struct {
 	waiting, running atomic.Int64
 	sent             atomic.Int64
+	ended            atomic.Int64  // of those sent since the last status, the ones that ended
+	gen              atomic.Uint64 // statuses taken so far: what sent and ended count from
 	fresh            atomic.Bool
 	pending          atomic.Int64 // prompt tokens this process sent and has no answer to yet (prefill)
 }
@@ -32,6 +34,8 @@ func (l *live) observeStatusLocked(st *schemas.EngineStatus) {
 	l.waiting.Store(int64(st.Waiting))
 	l.running.Store(int64(st.Running))
 	l.sent.Store(0)
+	l.ended.Store(0)
+	l.gen.Add(1)
 	l.fresh.Store(true)
 }
 
@@ -47,6 +51,21 @@ func (l *live) queue() (float64, bool) {
 		return 0, false
 	}
 	return float64(l.waiting.Load() + l.sent.Load()), true
+}
+
+// held is the number of requests at the engine as this process knows
+// them: waiting and running by its last status, and sent since and not
+// ended (routing.Move).
+func (l *live) held() float64 {
+	return float64(l.waiting.Load() + l.running.Load() + l.sent.Load() - l.ended.Load())
+}
+
+// end counts the end of a request this process sent at status
+// generation gen, when no status has come since.
+func (l *live) end(gen uint64) {
+	if l.gen.Load() == gen {
+		l.ended.Add(1)
+	}
 }
 
 // admits reports whether the engine of slot s takes a request under local
@@ -82,6 +101,8 @@ func (s *slot) load(meanPrompt float64) float64 {
 type prefill struct {
 	eng    *engine
 	tokens int64
+	at     *engine // the attempt's engine until it ends (end)
+	gen    uint64  // its status generation when sent
 }
 
 // bytesPerToken is the body bytes taken for one prompt token.
@@ -89,6 +110,7 @@ const bytesPerToken = 4
 
 func (p *prefill) start(c *cluster, e *engine, bodyBytes int64) {
 	p.eng, p.tokens = e, max(bodyBytes, 0)/bytesPerToken
+	p.at, p.gen = e, e.live.gen.Load()
 	e.live.pending.Add(p.tokens)
 	c.observePrompt(p.tokens)
 }
@@ -98,5 +120,15 @@ func (p *prefill) done() {
 	if p.eng != nil {
 		p.eng.live.pending.Add(-p.tokens)
 		p.eng = nil
+	}
+}
+
+// end is the attempt's end: its prompt is no longer pending, and it is
+// counted as ended at its engine (live.end).
+func (p *prefill) end() {
+	p.done()
+	if p.at != nil {
+		p.at.live.end(p.gen)
+		p.at = nil
 	}
 }

@@ -98,3 +98,32 @@ func TestLocalAdmission(t *testing.T) {
 		}
 	}
 }
+
+// A request sent since the last status and ended since leaves what the
+// engine holds for routing.Move (a conversation's next turn does not
+// leave its cache to get away from its own finished turn), but stays in
+// the load until the next status; a status resets both, and an attempt
+// that ends after a newer status is not taken off that status's count.
+func TestLiveHeld(t *testing.T) {
+	var e engine
+	l := &e.live
+	l.observeStatusLocked(&schemas.EngineStatus{Waiting: 0, Running: 0})
+	var p prefill
+	p.start(&cluster{}, &e, 400)
+	l.sent.Add(1) // send
+	if got := l.held(); got != 1 {
+		t.Fatalf("held while in flight = %v, want 1", got)
+	}
+	p.end()
+	p.end() // a second end does nothing
+	if q, _ := l.queue(); l.held() != 0 || q != 1 || l.pending.Load() != 0 {
+		t.Fatalf("after its end: held %v (want 0), queue %v (want 1 until the next status), pending %d", l.held(), q, l.pending.Load())
+	}
+	p.start(&cluster{}, &e, 400)
+	l.sent.Add(1)
+	l.observeStatusLocked(&schemas.EngineStatus{Running: 1}) // the status counts it running
+	p.end()
+	if got := l.held(); got != 1 {
+		t.Fatalf("ended after a newer status: held %v, want the status's 1", got)
+	}
+}

@@ -144,7 +144,7 @@ func (p *picker) pick(h uint64, ongoing bool, m memo, tr *tried) (choice, error)
 		mean := p.c.meanPrompt()
 		load := func(i int) float64 { return p.slots[i].load(mean) }
 		if ongoing {
-			idx = routing.Move(p.table, h, idx, closed, load)
+			idx = routing.Move(p.table, h, idx, p.slots[idx].eng.live.held(), closed, load)
 		} else {
 			idx = routing.SecondChoice(p.table, h, idx, closed, load)
 		}

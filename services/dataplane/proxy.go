@@ -210,7 +210,7 @@ func (d *DataPlane) forward(w http.ResponseWriter, r *http.Request, c *cluster, 
 			in.span.AddEvent("retry", trace.WithAttributes(attribute.String("ilb.failed_engine", s.eng.name),
 				attribute.String("ilb.next_engine", p.slots[next.idx].eng.name)))
 		}
-		in.pending.done()
+		in.pending.end()
 		s.cell.inflight.Add(-1)
 		c.inflight.Add(-1)
 		if !retry {

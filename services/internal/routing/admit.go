@@ -113,10 +113,24 @@ func mixKey(z uint64) uint64 {
 // within 0.93 of pure affinity's; moving more readily lost cache hits.
 const MoveRatio = 0.5
 
+// MoveMin is the fewest requests own's engine must hold, as the data
+// plane knows them (waiting and running by its last status, plus those
+// sent since and not yet ended), for an ongoing conversation to leave it.
+// The load the candidates are compared on also counts the requests sent
+// since the last status that have ended (a guard against herding between
+// statuses); an engine holding nothing else is not left for that: a
+// conversation's quick next turn would leave its cache to get away from
+// its own finished turn.
+const MoveMin = 1
+
 // Move returns the table engine an ongoing conversation goes to: its own
-// (own), unless the lightest of the candidates SecondChoice draws for it
-// has under MoveRatio × own's load.
-func Move(t *sched.Table, h uint64, own int, closed func(i int) bool, load func(i int) float64) int {
+// (own), unless own holds at least MoveMin requests (held) and the
+// lightest of the candidates SecondChoice draws for it has under
+// MoveRatio × own's load.
+func Move(t *sched.Table, h uint64, own int, held float64, closed func(i int) bool, load func(i int) float64) int {
+	if !(held >= MoveMin) {
+		return own
+	}
 	alt := SecondChoice(t, h, own, closed, load)
 	if alt != own && load(alt) < MoveRatio*load(own) {
 		return alt

@@ -126,8 +126,11 @@ func TestMove(t *testing.T) {
 		{0, 0, 0},
 	} {
 		loads := []float64{tc.a, tc.b}
-		if got := Move(tab, h, 0, open, func(i int) float64 { return loads[i] }); got != tc.want {
+		if got := Move(tab, h, 0, MoveMin, open, func(i int) float64 { return loads[i] }); got != tc.want {
 			t.Errorf("Move at loads %v, %v = %d, want %d", tc.a, tc.b, got, tc.want)
+		}
+		if got := Move(tab, h, 0, MoveMin-1, open, func(i int) float64 { return loads[i] }); got != 0 {
+			t.Errorf("Move at loads %v, %v with nothing held at its engine = %d, want its own engine", tc.a, tc.b, got)
 		}
 	}
 }

@@ -35,7 +35,7 @@ type Rows struct {
 	sole     map[string]string // engine -> the model it serves, for engines serving one
 	fallback string            // the model of events naming none, beyond sole
 	byCell   []int             // [cluster*len(Classes)+class] -> row, -1 when none
-	serves   []bool // [class*engines+engine]
+	serves   []bool            // [class*engines+engine]
 	engines  int
 	byName   map[string]int
 	byKey    map[rowKey]int
