@@ -68,6 +68,9 @@ type Config struct {
 	// ChunkInterval paces streamed chunks (wall clock): each carries the
 	// tokens produced since the previous one.
 	ChunkInterval time.Duration
+	// DrainTimeout is how long an engine removed from the fleet
+	// (SetFleet) keeps serving; then it stops once idle (fleet.go).
+	DrainTimeout time.Duration
 
 	Logger         *slog.Logger
 	MeterProvider  metric.MeterProvider
@@ -96,6 +99,7 @@ func DefaultConfig() Config {
 		MaxBodyBytes:        8 << 20,
 		MaxWaiting:          10_000,
 		ChunkInterval:       100 * time.Millisecond,
+		DrainTimeout:        2 * time.Minute,
 	}
 }
 
@@ -118,6 +122,8 @@ func (c Config) Validate() error {
 			c.DefaultOutputTokens, c.MaxOutputTokens)
 	case c.MaxBodyBytes < 1 || c.MaxWaiting < 1:
 		return fmt.Errorf("enginesim: max body %d bytes and max waiting %d must be positive", c.MaxBodyBytes, c.MaxWaiting)
+	case c.DrainTimeout < 0:
+		return fmt.Errorf("enginesim: drain timeout %v must not be negative", c.DrainTimeout)
 	}
 	if err := schemas.ValidTopicName(c.Topic); err != nil {
 		return fmt.Errorf("enginesim: %w", err)
@@ -133,6 +139,9 @@ func (c Config) Validate() error {
 	_, err := c.engineSpecs()
 	return err
 }
+
+// errNoSubsetEngine rejects a fleet that keeps none of Config.Engines.
+var errNoSubsetEngine = errors.New("enginesim: the fleet lists none of the engines to simulate (--engines)")
 
 // engineSpec is one simulated engine's identity and model parameters.
 type engineSpec struct {

@@ -41,7 +41,7 @@ func (s *Sim) routes() http.Handler {
 }
 
 func (s *Sim) engineFor(w http.ResponseWriter, r *http.Request) *simEngine {
-	e := s.byName[r.PathValue("name")]
+	e := s.engine(r.PathValue("name"))
 	if e == nil {
 		writeError(w, http.StatusNotFound, "not_found", "no engine "+r.PathValue("name"))
 	}
@@ -115,7 +115,7 @@ func (s *Sim) newCall(e *simEngine, r *http.Request, p *parsedChat) *call {
 		req: engine.Request{
 			PromptTokens: promptTokens(promptBytes(p.messages)),
 			OutputTokens: p.outputTokens,
-			Blocks:       appendBlocks(nil, p.messages, e.spec.params.BlockTokens),
+			Blocks:       appendBlocks(nil, p.messages, e.spec.Load().params.BlockTokens),
 		},
 		conv: strings.ToValidUTF8(conv, ""), cluster: cluster, model: s.servedModel(p), stream: p.stream,
 		done: make(chan result, 1),
@@ -136,6 +136,9 @@ func (s *Sim) await(w http.ResponseWriter, r *http.Request, e *simEngine, c *cal
 	case <-s.stopping:
 		writeEngineError(w, errShutdown)
 		return result{}, false
+	case <-e.stopped:
+		writeEngineError(w, errShutdown)
+		return result{}, false
 	}
 	if c.stream {
 		s.stream(w, r, e, c, p)
@@ -147,6 +150,15 @@ func (s *Sim) await(w http.ResponseWriter, r *http.Request, e *simEngine, c *cal
 	case <-r.Context().Done():
 	case <-s.stopping:
 		writeEngineError(w, errShutdown)
+	case <-e.stopped:
+		// The owner answered every call it held before stopping; this one
+		// came in after.
+		select {
+		case res := <-c.done:
+			return res, true
+		default:
+			writeEngineError(w, errShutdown)
+		}
 	}
 	return result{}, false
 }
@@ -193,7 +205,7 @@ func modelName(p *parsedChat, e *simEngine) string {
 	if p.model != "" {
 		return p.model
 	}
-	return "ilb-sim-" + e.spec.fleet.SKU
+	return "ilb-sim-" + e.spec.Load().fleet.SKU
 }
 
 func writeEngineError(w http.ResponseWriter, reason string) {

@@ -23,20 +23,24 @@ type EngineInfo struct {
 	Served             uint64  `json:"served"`
 	Failed             uint64  `json:"failed"`
 	Shed               uint64  `json:"shed"`
+	// Draining: removed from the fleet, serving until its drain ends.
+	Draining bool `json:"draining,omitempty"`
 }
 
 // Engines returns every engine's state, in fleet order.
 func (s *Sim) Engines() []EngineInfo {
-	out := make([]EngineInfo, len(s.engines))
-	for i, e := range s.engines {
+	list := s.set.Load().list
+	out := make([]EngineInfo, len(list))
+	for i, e := range list {
 		out[i] = s.info(e)
 	}
 	return out
 }
 
 func (s *Sim) info(e *simEngine) EngineInfo {
+	fe := e.spec.Load().fleet
 	return EngineInfo{
-		Name: e.name, URL: s.BaseURL(e.name), Region: e.spec.fleet.Region, SKU: e.spec.fleet.SKU,
+		Name: e.name, URL: s.BaseURL(e.name), Region: fe.Region, SKU: fe.SKU, Draining: e.draining.Load(),
 		Healthy: e.healthy.Load(), ReadyReplicas: e.ready.Load(), TotalReplicas: e.total.Load(),
 		Running: e.running.Load(), Waiting: e.waiting.Load(), KVCacheUtilization: e.kvUtil.Load(),
 		Slowdown: e.slowdown.Load(), ErrorRate: e.errorRate.Load(),

@@ -57,9 +57,8 @@ func newMetrics(mp metric.MeterProvider, s *Sim) (*metrics, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	sets := engineAttrs(s.engines)
 	reg, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		observeEngines(o, &in, s.engines, sets)
+		observeEngines(o, &in, s.set.Load().list)
 		observeSignals(o, &in, s.signals.stats())
 		return nil
 	}, in.requests, in.signals, in.running, in.waiting, in.ready, in.healthyOK, in.kv)
@@ -74,23 +73,19 @@ type engineSets struct {
 	engine, served, failed, shed metric.MeasurementOption
 }
 
-func engineAttrs(engines []*simEngine) []engineSets {
-	sets := make([]engineSets, len(engines))
-	for i, e := range engines {
-		name := attribute.String("engine", e.name)
-		sets[i] = engineSets{
-			engine: metric.WithAttributes(name),
-			served: metric.WithAttributes(name, attribute.String("result", "served")),
-			failed: metric.WithAttributes(name, attribute.String("result", "failed")),
-			shed:   metric.WithAttributes(name, attribute.String("result", "shed")),
-		}
+func newEngineSets(engine string) engineSets {
+	name := attribute.String("engine", engine)
+	return engineSets{
+		engine: metric.WithAttributes(name),
+		served: metric.WithAttributes(name, attribute.String("result", "served")),
+		failed: metric.WithAttributes(name, attribute.String("result", "failed")),
+		shed:   metric.WithAttributes(name, attribute.String("result", "shed")),
 	}
-	return sets
 }
 
-func observeEngines(o metric.Observer, in *instruments, engines []*simEngine, sets []engineSets) {
-	for i, e := range engines {
-		a := sets[i]
+func observeEngines(o metric.Observer, in *instruments, engines []*simEngine) {
+	for _, e := range engines {
+		a := e.attrs
 		o.ObserveInt64(in.requests, int64(e.served.Load()), a.served)
 		o.ObserveInt64(in.requests, int64(e.failed.Load()), a.failed)
 		o.ObserveInt64(in.requests, int64(e.shed.Load()), a.shed)

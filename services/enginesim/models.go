@@ -16,7 +16,7 @@ import (
 // checkModel returns the status, error type and message of a request the
 // engine does not serve, or status 0.
 func (s *Sim) checkModel(e *simEngine, p *parsedChat) (int, string, string) {
-	f, fe := s.cfg.Fleet, e.spec.fleet
+	f, fe := s.fleet(), e.spec.Load().fleet
 	if f.ExplicitModels() && p.model != "" && !slices.Contains(f.EngineModels(fe), p.model) {
 		return http.StatusNotFound, "NotFoundError", fmt.Sprintf("The model `%s` does not exist.", p.model)
 	}
@@ -34,15 +34,15 @@ func (s *Sim) servedModel(p *parsedChat) string {
 	if p.model != "" {
 		return p.model
 	}
-	m, _ := s.cfg.Fleet.RequestModel("")
+	m, _ := s.fleet().RequestModel("")
 	return m
 }
 
 // engineModels are the model ids GET /v1/models lists for e: its models
 // in a fleet that lists them, else its one implicit model.
 func (s *Sim) engineModels(e *simEngine) []string {
-	if s.cfg.Fleet.ExplicitModels() {
-		return s.cfg.Fleet.EngineModels(e.spec.fleet)
+	if f := s.fleet(); f.ExplicitModels() {
+		return f.EngineModels(e.spec.Load().fleet)
 	}
 	return []string{modelName(&parsedChat{}, e)}
 }

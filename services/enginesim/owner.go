@@ -2,6 +2,7 @@ package enginesim
 
 import (
 	"context"
+	"reflect"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -38,7 +39,9 @@ type owner struct {
 	sim     *Sim
 	e       *simEngine
 	core    *core
-	calls   map[uint64]*call
+	params  engine.Params    // core's
+	old     []*core          // cores replaced by a fleet change, finishing their requests
+	calls   map[uint64]*call // every core's, by tag
 	nextTag uint64
 	state   faultState
 	reverts []revert
@@ -47,32 +50,52 @@ type owner struct {
 
 func newOwner(s *Sim, e *simEngine) (*owner, error) {
 	o := &owner{sim: s, e: e, calls: map[uint64]*call{}}
-	c, err := newCore(e.spec.params, o.onFirst, o.onDone)
+	p := e.spec.Load().params
+	c, err := newCore(p, o.onFirst, o.onDone)
 	if err != nil {
 		return nil, err
 	}
-	o.core = c
-	o.state = faultState{slowdown: 1, healthy: true, ready: max(e.spec.params.Replicas, 1)}
+	o.core, o.params = c, p
+	o.state = faultState{slowdown: 1, healthy: true, ready: max(p.Replicas, 1)}
 	o.publish()
 	return o, nil
 }
 
-// run serves the engine until ctx ends, then fails what is left.
+// run serves the engine until ctx ends, or until a removed engine's drain
+// is over and it holds no request (at the latest one more DrainTimeout
+// later); then it fails what is left.
 func (o *owner) run(ctx context.Context) {
+	defer close(o.e.stopped)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	status := time.NewTicker(o.sim.cfg.StatusInterval)
 	defer status.Stop()
+	retire := o.e.retire
+	var giveUp <-chan time.Time
 	for {
 		now := time.Now()
-		o.core.advanceTo(o.sim.clock.at(now))
+		o.advance(o.sim.clock.at(now))
 		o.revertDue(now)
 		o.publish()
+		if retire == nil && o.idle() {
+			o.failAll()
+			return
+		}
 		timer.Reset(o.nextWake(now))
 		select {
 		case <-ctx.Done():
 			o.failAll()
 			return
+		case <-giveUp:
+			o.failAll()
+			return
+		case <-retire:
+			retire = nil
+			t := time.NewTimer(o.sim.cfg.DrainTimeout)
+			defer t.Stop()
+			giveUp = t.C
+		case <-o.e.respec:
+			o.respec(time.Now())
 		case c := <-o.e.submit:
 			o.accept(c)
 		case f := <-o.e.faults:
@@ -84,12 +107,56 @@ func (o *owner) run(ctx context.Context) {
 	}
 }
 
+// advance processes every model event at or before v, of the replaced
+// cores too, and drops the replaced cores that have finished.
+func (o *owner) advance(v int64) {
+	o.core.advanceTo(v)
+	keep := o.old[:0]
+	for _, c := range o.old {
+		c.advanceTo(v)
+		if _, busy := c.model.NextEventTime(); busy {
+			keep = append(keep, c)
+		}
+	}
+	clear(o.old[len(keep):])
+	o.old = keep
+}
+
+// idle reports whether the engine holds no request.
+func (o *owner) idle() bool { return len(o.calls) == 0 && len(o.e.submit) == 0 }
+
+// respec takes the engine's new fleet entry: with other model parameters,
+// a new core serves the requests from now on and the old one finishes
+// those it holds; injected faults are cleared.
+func (o *owner) respec(now time.Time) {
+	p := o.e.spec.Load().params
+	if reflect.DeepEqual(p, o.params) {
+		return
+	}
+	c, err := newCore(p, o.onFirst, o.onDone)
+	if err != nil {
+		// Validated by SetFleet (engine.Params of a valid fleet entry).
+		o.sim.log.Error("enginesim: new engine parameters", "engine", o.e.name, "err", err)
+		return
+	}
+	o.core.advanceTo(o.sim.clock.at(now))
+	if _, busy := o.core.model.NextEventTime(); busy {
+		o.old = append(o.old, o.core)
+	}
+	o.core, o.params = c, p
+	o.state = faultState{slowdown: 1, healthy: true, ready: max(p.Replicas, 1)}
+	o.reverts = o.reverts[:0]
+	o.sim.log.Info("engine parameters changed", "engine", o.e.name)
+}
+
 // nextWake is how long to sleep: until the model's next event or the
 // next fault revert; an hour when neither is due.
 func (o *owner) nextWake(now time.Time) time.Duration {
 	next := now.Add(time.Hour)
-	if t, ok := o.core.model.NextEventTime(); ok {
-		next = o.sim.clock.wall(t)
+	for _, c := range append(o.old, o.core) {
+		if t, ok := c.model.NextEventTime(); ok && o.sim.clock.wall(t).Before(next) {
+			next = o.sim.clock.wall(t)
+		}
 	}
 	for _, r := range o.reverts {
 		if r.at.Before(next) {
@@ -197,8 +264,13 @@ func (o *owner) publish() {
 	e.healthy.Store(o.state.healthy)
 	e.ready.Store(int64(st.ReadyReplicas))
 	e.total.Store(int64(st.TotalReplicas))
-	e.running.Store(int64(st.Running))
-	e.waiting.Store(int64(st.Waiting))
+	running, waiting := st.Running, st.Waiting
+	for _, c := range o.old {
+		old := c.model.Status()
+		running, waiting = running+old.Running, waiting+old.Waiting
+	}
+	e.running.Store(int64(running))
+	e.waiting.Store(int64(waiting))
 	e.kvUtil.Store(st.KVUtilization)
 	e.slowdown.Store(o.state.slowdown)
 	e.errorRate.Store(o.state.errorRate)

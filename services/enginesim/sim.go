@@ -25,8 +25,7 @@ type Sim struct {
 	cfg     Config
 	log     *slog.Logger
 	prop    propagation.TextMapPropagator
-	engines []*simEngine // fleet order
-	byName  map[string]*simEngine
+	set     atomic.Pointer[engineSet] // the engines served now (fleet.go)
 	filler  string
 	signals *signals
 	metrics *metrics
@@ -40,17 +39,39 @@ type Sim struct {
 	stopping chan struct{} // closed when Run begins shutting down
 	stopOnce sync.Once
 	ran      atomic.Bool
+
+	// mu orders fleet changes (SetFleet) with Run starting and stopping
+	// the owners.
+	mu        sync.Mutex
+	ownersCtx context.Context // set by Run under mu
+	owners    sync.WaitGroup
+	closed    bool   // Run is stopping the owners: start no more
+	retired   counts // requests of engines forgotten since New
 }
 
 // simEngine is one engine: what its owner publishes and the channels to
 // reach it.
 type simEngine struct {
 	name   string
-	spec   engineSpec
-	key    []byte // Kafka record key
+	spec   atomic.Pointer[engineSpec] // replaced by a fleet change
+	key    []byte                     // Kafka record key
 	seed   uint64
 	submit chan *call
 	faults chan faultReq
+	attrs  engineSets // metric attribute sets
+
+	// Fleet changes (fleet.go), sent to the owner.
+	respec  chan struct{} // the spec changed
+	retire  chan struct{} // closed when a removed engine's drain time is over
+	retired bool          // retire is closed (under Sim.mu)
+	// stopped is closed when the owner has stopped and answered every
+	// call it held; handlers waiting on the engine give up then.
+	stopped chan struct{}
+	cancel  context.CancelFunc // stops the owner at once (set under Sim.mu)
+	// draining is set under Sim.mu while the engine is removed from the
+	// fleet and still serves; drainTimer ends the drain.
+	draining   atomic.Bool
+	drainTimer *time.Timer
 
 	// Published by the owner after every change.
 	healthy              atomic.Bool
@@ -83,15 +104,14 @@ func New(cfg Config) (*Sim, error) {
 		return nil, err
 	}
 	specs, _ := cfg.engineSpecs()
-	s := &Sim{cfg: cfg, log: cfg.Logger, prop: cfg.Propagator, byName: map[string]*simEngine{},
+	s := &Sim{cfg: cfg, log: cfg.Logger, prop: cfg.Propagator,
 		filler: filler(cfg.MaxOutputTokens), started: make(chan struct{}), stopping: make(chan struct{})}
 	s.defaults()
+	set := &engineSet{fleet: cfg.Fleet, byName: map[string]*simEngine{}}
 	for _, sp := range specs {
-		e := &simEngine{name: sp.fleet.Name, spec: sp, key: []byte(sp.fleet.Name), seed: cfg.Seed ^ nameHash(sp.fleet.Name),
-			submit: make(chan *call, 256), faults: make(chan faultReq)}
-		s.engines = append(s.engines, e)
-		s.byName[e.name] = e
+		set.add(s.newEngine(sp))
 	}
+	s.set.Store(set)
 	var err error
 	if s.signals, err = newSignals(cfg, s.prop); err != nil {
 		return nil, err
@@ -152,10 +172,12 @@ func (s *Sim) BaseURL(engine string) string {
 	return "http://" + s.srv.Addr() + "/engines/" + engine
 }
 
-// EngineNames returns the simulated engines' names in fleet order.
+// EngineNames returns the simulated engines' names in fleet order, those
+// still draining after their removal from the fleet last.
 func (s *Sim) EngineNames() []string {
-	names := make([]string, len(s.engines))
-	for i, e := range s.engines {
+	list := s.set.Load().list
+	names := make([]string, len(list))
+	for i, e := range list {
 		names[i] = e.name
 	}
 	return names
@@ -173,23 +195,37 @@ func (s *Sim) Run(ctx context.Context) error {
 	s.clock = virtualClock{start: time.Now(), scale: s.cfg.TimeScale}
 	ownersCtx, stopOwners := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopOwners()
-	owners := make([]*owner, len(s.engines))
-	for i, e := range s.engines {
+	s.mu.Lock()
+	list := s.set.Load().list
+	owners := make([]*owner, len(list))
+	for i, e := range list {
 		o, err := newOwner(s, e)
 		if err != nil {
+			s.mu.Unlock()
 			return err
 		}
 		owners[i] = o
 	}
-	var wg sync.WaitGroup
+	s.ownersCtx = ownersCtx
 	for _, o := range owners {
-		wg.Go(func() { o.run(ownersCtx) })
+		s.startOwner(o)
 	}
+	s.mu.Unlock()
 	close(s.started)
+	var wg sync.WaitGroup
 	wg.Go(func() { s.signals.ensureTopic(ownersCtx, s.log) })
 	err := s.serve(ctx)
 	s.stop()
+	s.mu.Lock()
+	s.closed = true
+	for _, e := range s.set.Load().list {
+		if e.drainTimer != nil {
+			e.drainTimer.Stop()
+		}
+	}
+	s.mu.Unlock()
 	stopOwners()
+	s.owners.Wait()
 	wg.Wait()
 	s.metrics.close()
 	return err
@@ -239,7 +275,7 @@ func (s *Sim) ClearFaults(engine string) error {
 }
 
 func (s *Sim) injectFault(ctx context.Context, name string, f Fault, reset bool) error {
-	e := s.byName[name]
+	e := s.set.Load().byName[name]
 	if e == nil {
 		return fmt.Errorf("%w %q", ErrUnknownEngine, name)
 	}
@@ -252,6 +288,8 @@ func (s *Sim) injectFault(ctx context.Context, name string, f Fault, reset bool)
 	select {
 	case e.faults <- req:
 	case <-s.stopping:
+		return ErrNotRunning
+	case <-e.stopped:
 		return ErrNotRunning
 	case <-ctx.Done():
 		return ctx.Err()
@@ -267,14 +305,23 @@ type Stats struct {
 	Signals SignalStats
 }
 
-// Stats returns the totals over all engines.
+// Stats returns the totals over all engines, those forgotten after a
+// fleet change included.
 func (s *Sim) Stats() Stats {
-	var st Stats
-	for _, e := range s.engines {
-		st.Served += e.served.Load()
-		st.Failed += e.failed.Load()
-		st.Shed += e.shed.Load()
+	s.mu.Lock()
+	c := s.retired
+	for _, e := range s.set.Load().list {
+		c.add(e)
 	}
-	st.Signals = s.signals.stats()
-	return st
+	s.mu.Unlock()
+	return Stats{Served: c.served, Failed: c.failed, Shed: c.shed, Signals: s.signals.stats()}
+}
+
+// counts are requests by outcome.
+type counts struct{ served, failed, shed uint64 }
+
+func (c *counts) add(e *simEngine) {
+	c.served += e.served.Load()
+	c.failed += e.failed.Load()
+	c.shed += e.shed.Load()
 }

@@ -27,6 +27,16 @@ func (s *Sim) stream(w http.ResponseWriter, r *http.Request, e *simEngine, c *ca
 	case <-s.stopping:
 		writeEngineError(w, errShutdown)
 		return
+	case <-e.stopped:
+		select {
+		case res = <-c.done:
+		default:
+			res.d.Error = errShutdown
+		}
+		if res.d.Error != "" {
+			writeEngineError(w, res.d.Error)
+			return
+		}
 	}
 	sw := s.newSSE(w, e, c, p)
 	if res.d.Error == "" && res.d.OutputTokens > 0 { // finished before its first token was seen
@@ -55,6 +65,13 @@ func (s *Sim) stream(w http.ResponseWriter, r *http.Request, e *simEngine, c *ca
 		case <-r.Context().Done():
 			return
 		case <-s.stopping:
+			return
+		case <-e.stopped:
+			select {
+			case res = <-c.done:
+				sw.finish(&res)
+			default:
+			}
 			return
 		}
 	}

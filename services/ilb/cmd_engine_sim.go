@@ -7,6 +7,7 @@ import (
 
 	"github.com/ilb-router/ilb/schemas"
 	"github.com/ilb-router/ilb/services/enginesim"
+	svcrun "github.com/ilb-router/ilb/services/internal/run"
 )
 
 const engineSimAbout = `Runs simulated LLM engines from a fleet file (the built-in example fleet
@@ -21,7 +22,15 @@ Also served: GET /engines (state of every engine), GET /engines/NAME/health,
 POST /engines/NAME/fault with {"slowdown": 2, "error_rate": 0.5,
 "healthy": false, "ready_replicas": 0, "duration": "30s", "reset": true}
 (all optional), GET /metrics. Prints each engine's base URL, then runs until
-interrupted.`
+interrupted.
+
+The --fleet file is watched, and read again on SIGHUP: an engine added
+starts serving, one whose entry changed takes its new parameters, one
+removed keeps serving for --drain-timeout (so that conversations a data
+plane still routes to it finish), then stops once idle and answers 404.
+A file that fails validation is logged and counted
+(ilb_fleetwatch_reloads_total{result="rejected"}), and the engines stay
+as they are.`
 
 func cmdEngineSim(ctx context.Context, e *env, args []string) error {
 	cfg := enginesim.DefaultConfig()
@@ -38,6 +47,8 @@ func cmdEngineSim(ctx context.Context, e *env, args []string) error {
 	fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the injected errors")
 	fs.IntVar(&cfg.DefaultOutputTokens, "default-output-tokens", cfg.DefaultOutputTokens, "output tokens of a request without max_tokens")
 	fs.IntVar(&cfg.MaxOutputTokens, "max-output-tokens", cfg.MaxOutputTokens, "cap on max_tokens")
+	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", cfg.DrainTimeout,
+		"how long an engine removed from the --fleet file keeps serving before it stops once idle")
 	if err := parseFlags(fs, e, args); err != nil {
 		return err
 	}
@@ -56,15 +67,23 @@ func cmdEngineSim(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	done := make(chan error, 1)
-	go func() { done <- sim.Run(ctx) }()
-	select {
-	case <-sim.Ready():
-		printEngineURLs(e, sim)
-	case err := <-done:
-		return err
+	var g svcrun.Group
+	g.Add("engine-sim", sim.Run)
+	if *fleet != "" {
+		if err := watchFleet(ctx, &g, *fleet, sv.log, tel.Meter, sim.SetFleet); err != nil {
+			return badInput("--fleet: %v", err)
+		}
 	}
-	return <-done
+	g.Add("banner", func(ctx context.Context) error {
+		select {
+		case <-sim.Ready():
+			printEngineURLs(e, sim)
+		case <-ctx.Done():
+		}
+		<-ctx.Done()
+		return nil
+	})
+	return g.Run(ctx)
 }
 
 // engineSimConfig maps the non-trivial flags to cfg and validates it.
