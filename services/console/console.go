@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/ilb-router/ilb/schemas"
 )
 
 //go:embed page.html
@@ -17,7 +19,8 @@ var page []byte
 
 // Console samples its sources and serves the live page.
 type Console struct {
-	// Fixed at New.
+	// Fixed at New, but for cfg.Fleet and colors, which the sampling
+	// goroutine changes when SetFleet gave it a fleet.
 	cfg     Config
 	src     Sources
 	log     *slog.Logger
@@ -26,6 +29,8 @@ type Console struct {
 
 	// The encoded State the handlers serve: replaced, never mutated.
 	state atomic.Pointer[[]byte]
+	// nextFleet is the fleet SetFleet gave, taken by the next sample.
+	nextFleet atomic.Pointer[schemas.Fleet]
 
 	// Owned by the sampling goroutine (Run).
 	started time.Time
@@ -80,6 +85,22 @@ func New(cfg Config, src Sources) (*Console, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// SetFleet shows fleet f from the next sample on: engines added get a
+// colour and a row, engines and clusters removed leave the page; the
+// charts keep their history of the engines and clusters both fleets list
+// (an added engine's starts at zero).
+func (c *Console) SetFleet(f *schemas.Fleet) { c.nextFleet.Store(f) }
+
+// takeFleet applies the fleet SetFleet gave, on the sampling goroutine.
+func (c *Console) takeFleet() {
+	f := c.nextFleet.Swap(nil)
+	if f == nil {
+		return
+	}
+	c.hist.remap(c.cfg.Fleet, f)
+	c.cfg.Fleet, c.colors = f, engineColors(f)
 }
 
 // Handler serves GET / (the page) and GET /api/state (JSON).

@@ -314,3 +314,48 @@ func TestMissingEngineKeepsLastStats(t *testing.T) {
 		t.Fatalf("after the TTL the engine still shows %+v", st.Engines[1].Stats)
 	}
 }
+
+// SetFleet: the next sample shows the new fleet's engines, an added one
+// with a colour and a zero history, a removed one gone, and the history
+// of the engines both fleets list kept.
+func TestSetFleetRemapsTheHistory(t *testing.T) {
+	c, f := played(t, 90, nil)
+	before := getState(t, c.Handler())
+	next := *f.fleet
+	next.Engines = nil
+	for _, e := range f.fleet.Engines {
+		if e.Name != "east-a100-0" {
+			next.Engines = append(next.Engines, e)
+		}
+	}
+	added := next.Engines[0]
+	added.Name = "east-h100-9"
+	next.Engines = append(next.Engines, added)
+	c.SetFleet(&next)
+	f.step = 90
+	c.sampleAndPublish(t.Context(), f.start.Add(90*time.Second))
+	st := getState(t, c.Handler())
+	index := func(st State, name string) int {
+		for i, e := range st.Engines {
+			if e.Name == name {
+				return i
+			}
+		}
+		return -1
+	}
+	if index(st, "east-a100-0") >= 0 || index(st, "east-h100-9") != len(st.Engines)-1 || len(st.Engines) != len(f.fleet.Engines) {
+		t.Fatalf("engines after the change: %+v", st.Engines)
+	}
+	if st.Engines[len(st.Engines)-1].Color == "" {
+		t.Error("the added engine has no colour")
+	}
+	eu, euBefore := index(st, "eu-h100-0"), index(before, "eu-h100-0")
+	got, want := st.History.Clusters[0].Weights[eu], before.History.Clusters[0].Weights[euBefore]
+	if len(got) != 91 || got[75] != want[75] || got[89] != want[89] || got[75] == 0 {
+		t.Fatalf("eu-h100-0's fe-east weights not kept: %v..., want %v...", got[70:80], want[70:80])
+	}
+	h9 := st.History.Clusters[0].Weights[len(st.Engines)-1]
+	if h9[0] != 0 || h9[89] != 0 || len(st.History.EngineLoadRPS[len(st.Engines)-1]) != 91 {
+		t.Fatalf("the added engine's history: %v", h9[80:])
+	}
+}

@@ -45,6 +45,41 @@ func (h *history) add(p point) {
 	h.n = min(h.n+1, len(h.buf))
 }
 
+// remap moves the points from fleet old's engine and cluster order to
+// next's: what both list keeps its values, what next adds is zero (no
+// SLO outcome), what it removes is dropped.
+func (h *history) remap(old, next *schemas.Fleet) {
+	engineAt, clusterAt := map[string]int{}, map[string]int{}
+	for i, e := range old.Engines {
+		engineAt[e.Name] = i
+	}
+	for i, cl := range old.Clusters {
+		clusterAt[cl.Name] = i
+	}
+	perEngine := func(v []float64) []float64 {
+		out := make([]float64, len(next.Engines))
+		for i, e := range next.Engines {
+			if j, ok := engineAt[e.Name]; ok && j < len(v) {
+				out[i] = v[j]
+			}
+		}
+		return out
+	}
+	h.each(func(p *point) {
+		p.load = perEngine(p.load)
+		clusters := make([]clusterPoint, len(next.Clusters))
+		for i, cl := range next.Clusters {
+			if j, ok := clusterAt[cl.Name]; ok && j < len(p.clusters) {
+				clusters[i] = p.clusters[j]
+			} else {
+				clusters[i] = clusterPoint{mult: 1, att1m: -1}
+			}
+			clusters[i].weights = perEngine(clusters[i].weights)
+		}
+		p.clusters = clusters
+	})
+}
+
 // each calls fn on the points, oldest first.
 func (h *history) each(fn func(p *point)) {
 	start := (h.next - h.n + len(h.buf)) % len(h.buf)

@@ -88,6 +88,7 @@ func (c *Console) emptyState(now time.Time) State {
 
 // sample reads the sources and builds the state at now.
 func (c *Console) sample(ctx context.Context, now time.Time) State {
+	c.takeFleet()
 	in := c.read(ctx, now)
 	c.samples++
 	st := c.emptyState(now)

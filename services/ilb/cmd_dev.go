@@ -28,6 +28,15 @@ The data plane's API is on the same address: /v1/chat/completions,
 /v1/features and /v1/profiles, the optimizer's /v1/optimizer, and the
 simulated engines' /engines (POST /engines/NAME/fault injects a fault).
 
+Live fleet changes: the --fleet file is watched (and read again on
+SIGHUP); an engine added to it is simulated and routed to from the next
+snapshot, one removed drains (no new conversations, weight 0 in the next
+snapshot, its ongoing conversations for --drain-timeout, then it stops).
+POST /v1/dev/engines/NAME/add and /remove do the same without the file
+(GET /v1/dev/fleet lists the engines): add puts back an engine of the
+starting fleet, or simulates a new one, like=ENGINE copying another
+engine's entry, or described by a JSON fleet engine in the body.
+
 Without --fleet the built-in example fleet runs (ilb dev --print-fleet shows
 it). The default demand swing triples the busiest cluster's demand from 60 s
 to 180 s of every 5 minutes; --swing=false turns it off and --swing-schedule
@@ -65,6 +74,7 @@ type devFlags struct {
 	natsReplicas int
 	duration     time.Duration
 	heapProfile  string
+	drainTimeout time.Duration
 }
 
 func cmdDev(ctx context.Context, e *env, args []string) error {
@@ -89,6 +99,7 @@ func cmdDev(ctx context.Context, e *env, args []string) error {
 	fs.DurationVar(&f.tickWait, "tick-wait", 2*time.Second, "the optimizer's longest wait for the rest of a window's rows (see ilb optimizer --help)")
 	fs.IntVar(&f.natsCluster, "nats-cluster", 0, "run NATS as this many clustered nodes (0: one server)")
 	fs.IntVar(&f.natsReplicas, "nats-replicas", 0, "replicas of the weights bucket (default: 3 with --nats-cluster 3 or more, else the node count)")
+	fs.DurationVar(&f.drainTimeout, "drain-timeout", 2*time.Minute, "how long an engine removed from the fleet keeps its ongoing conversations (the data plane) and keeps serving (the simulator)")
 	fs.DurationVar(&f.duration, "duration", 0, "soak: run this long, then stop and print a summary (0: until Ctrl-C)")
 	fs.StringVar(&f.heapProfile, "heap-profile", "", "soak: write heap profiles PREFIX-warm.pb.gz (after the warm-up) and PREFIX-end.pb.gz (compare with go tool pprof -base)")
 	if err := parseFlags(fs, e, args); err != nil {
@@ -137,8 +148,8 @@ func (f devFlags) plan() (devPlan, error) {
 	if f.httpAddr == "" || f.kafkaListen == "" || f.natsListen == "" {
 		return p, badInput("--http, --kafka-listen and --nats-listen must not be empty")
 	}
-	if f.progress < 0 || f.shutdownWait <= 0 || f.duration < 0 {
-		return p, badInput("--progress and --duration must be >= 0 and --shutdown-timeout positive")
+	if f.progress < 0 || f.shutdownWait <= 0 || f.duration < 0 || f.drainTimeout < 0 {
+		return p, badInput("--progress, --duration and --drain-timeout must be >= 0 and --shutdown-timeout positive")
 	}
 	if err := p.setReplicas(); err != nil {
 		return p, err

@@ -160,6 +160,7 @@ func (d *devFleet) build() error {
 func (d *devFleet) buildSim() error {
 	cfg := enginesim.DefaultConfig()
 	cfg.Fleet, cfg.HTTPAddr, cfg.Seed, cfg.TimeScale = d.plan.fleet, "127.0.0.1:0", d.plan.seed, d.plan.timeScale
+	cfg.DrainTimeout = d.plan.drainTimeout
 	cfg.Kafka = d.kafkaConfig("ilb-dev-engine-sim")
 	cfg.Logger = d.log.With("service", "engine-sim")
 	cfg.MeterProvider, cfg.TracerProvider = d.tel.Meter, d.tel.Tracer
@@ -212,6 +213,7 @@ func (d *devFleet) buildDataPlane() error {
 		cfg.EngineCapacity[e.Name] = max(1, e.MaxBatch) * max(1, e.Replicas)
 	}
 	fleetModels(&cfg, d.plan.fleet, false)
+	cfg.DrainTimeout = d.plan.drainTimeout
 	kc := d.kafkaConfig("ilb-dev-dataplane")
 	dp, err := dataplane.New(cfg, dataplane.Deps{Logger: d.log.With("service", "dataplane"), Tracer: d.tel.Tracer,
 		Meter: d.tel.Meter, Metrics: d.tel.MetricsHandler(), JetStream: d.js, NATS: d.nc, Kafka: &kc, Health: d.health})

@@ -1,22 +1,26 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"sync"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/ilb-router/ilb/schemas"
 )
 
 // devMembers is the live membership of the ilb dev fleet: the fleet file
-// (--fleet, watched) and the admin endpoints change which of the
-// simulated engines the optimizer and the data planes use, without a
-// restart. The simulator runs the engines ilb dev started with, so a
-// fleet may remove any of them and add them back, but not add an engine
-// that is not simulated (that needs a restart; a real fleet's new engine
-// is a new server, as livefleet_test.go runs it).
+// (--fleet, watched) and the admin endpoints change the engines without a
+// restart. A change goes to the aggregator, the optimizer, the simulator
+// (which starts an engine added, and lets one removed drain for
+// --drain-timeout before it stops) and the data plane (which routes to an
+// added engine once a snapshot weighs it, and drains a removed one).
 type devMembers struct {
 	d *devFleet
 
@@ -26,40 +30,76 @@ type devMembers struct {
 
 func newDevMembers(d *devFleet) *devMembers { return &devMembers{d: d, current: d.plan.fleet} }
 
-// apply validates f against the simulator and hands it to the optimizer
-// and the data planes.
+// apply hands f to every service. A service that refuses it (the
+// aggregator and the optimizer check it first) leaves the rest unchanged.
 func (m *devMembers) apply(f *schemas.Fleet) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	urls, capacity := map[string]string{}, map[string]int{}
-	for _, e := range f.Engines {
-		if !slices.Contains(m.d.sim.EngineNames(), e.Name) {
-			return fmt.Errorf("engine %s is not simulated: ilb dev runs the engines it started with; restart it to add new ones", e.Name)
-		}
-		urls[e.Name] = m.d.sim.BaseURL(e.Name)
-		capacity[e.Name] = max(1, e.MaxBatch) * max(1, e.Replicas)
+	if err := m.d.agg.SetFleet(f); err != nil {
+		return err
 	}
 	if err := m.d.opt.SetFleet(m.d.ctx, f); err != nil {
 		return err
 	}
+	if err := m.d.sim.SetFleet(f); err != nil {
+		return err
+	}
+	urls, capacity := map[string]string{}, map[string]int{}
+	for _, e := range f.Engines {
+		urls[e.Name] = m.d.sim.BaseURL(e.Name)
+		capacity[e.Name] = max(1, e.MaxBatch) * max(1, e.Replicas)
+	}
 	m.d.dp.UpdateEngines(urls, capacity)
+	m.d.console.SetFleet(f)
 	m.current = f
 	return nil
 }
 
-// edit applies the current fleet with engine name removed or, when add,
-// put back from the fleet ilb dev started with.
-func (m *devMembers) edit(name string, add bool) (*schemas.Fleet, error) {
+// maxEngineBody bounds the body of POST /v1/dev/engines/NAME/add.
+const maxEngineBody = 64 << 10
+
+// addSpec is what POST /v1/dev/engines/NAME/add says about the engine:
+// a fleet engine in the body, else a copy of engine like, else the
+// engine of that name in the fleet ilb dev started with.
+func (m *devMembers) addSpec(name, like string, body []byte) (schemas.FleetEngine, error) {
+	var e schemas.FleetEngine
+	switch {
+	case len(body) > 0:
+		dec := yaml.NewDecoder(bytes.NewReader(body))
+		dec.KnownFields(true) // a misspelt field is an error, as in a fleet file
+		if err := dec.Decode(&e); err != nil {
+			return e, fmt.Errorf("body: want one fleet engine as JSON or YAML: %v", err)
+		}
+	case like != "":
+		m.mu.Lock()
+		src, ok := m.current.Engine(like)
+		m.mu.Unlock()
+		if !ok {
+			return e, fmt.Errorf("like=%s: no such engine in the fleet", like)
+		}
+		e = src
+	default:
+		src, ok := m.d.plan.fleet.Engine(name)
+		if !ok {
+			return e, fmt.Errorf("engine %s was not in the starting fleet: say which engine it is like (?like=ENGINE) or give it as JSON in the body", name)
+		}
+		e = src
+	}
+	e.Name, e.URL = name, ""
+	one := schemas.Fleet{Engines: []schemas.FleetEngine{e}}
+	one.ApplyDefaults() // the engine's defaults (replicas, scheduler), as a fleet file gets them
+	return one.Engines[0], nil
+}
+
+// edit applies the current fleet with engine name removed, or, when add
+// is set, with e (re)placed.
+func (m *devMembers) edit(name string, add *schemas.FleetEngine) (*schemas.Fleet, error) {
 	m.mu.Lock()
 	next := *m.current
 	m.mu.Unlock()
 	next.Engines = slices.DeleteFunc(slices.Clone(next.Engines), func(e schemas.FleetEngine) bool { return e.Name == name })
-	if add {
-		e, ok := m.d.plan.fleet.Engine(name)
-		if !ok {
-			return nil, fmt.Errorf("engine %s is not simulated", name)
-		}
-		next.Engines = append(next.Engines, e)
+	if add != nil {
+		next.Engines = append(next.Engines, *add)
 	} else if len(next.Engines) == len(m.current.Engines) {
 		return nil, fmt.Errorf("engine %s is not in the fleet", name)
 	}
@@ -78,16 +118,31 @@ func (m *devMembers) mount(mux *http.ServeMux) {
 		m.mu.Unlock()
 		m.answer(w, f, nil)
 	})
-	for _, op := range []string{"remove", "add"} {
-		mux.HandleFunc("POST /v1/dev/engines/{name}/"+op, func(w http.ResponseWriter, r *http.Request) {
-			f, err := m.edit(r.PathValue("name"), op == "add")
-			m.answer(w, f, err)
-		})
-	}
+	mux.HandleFunc("POST /v1/dev/engines/{name}/remove", func(w http.ResponseWriter, r *http.Request) {
+		f, err := m.edit(r.PathValue("name"), nil)
+		m.answer(w, f, err)
+	})
+	mux.HandleFunc("POST /v1/dev/engines/{name}/add", func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxEngineBody))
+		if err != nil {
+			m.answer(w, nil, fmt.Errorf("body: %w", err))
+			return
+		}
+		e, err := m.addSpec(r.PathValue("name"), r.URL.Query().Get("like"), body)
+		if err != nil {
+			m.answer(w, nil, err)
+			return
+		}
+		f, err := m.edit(e.Name, &e)
+		m.answer(w, f, err)
+	})
 }
 
 func (m *devMembers) answer(w http.ResponseWriter, f *schemas.Fleet, err error) {
 	w.Header().Set("Content-Type", "application/json")
+	if err == nil && f == nil {
+		err = errors.New("no fleet")
+	}
 	if err != nil {
 		w.WriteHeader(http.StatusBadRequest)
 		_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"message": err.Error(), "type": "invalid_request_error"}})
