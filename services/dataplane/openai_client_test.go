@@ -182,6 +182,13 @@ func TestModelsListsEngineModels(t *testing.T) {
 	if !slices.Equal(ids, []string{"llama-3-70b", "llama-3-8b"}) {
 		t.Fatalf("models %v, want [llama-3-70b llama-3-8b]", ids)
 	}
+
+	// A fleet reload: eng-c joins with a model of its own, eng-a leaves.
+	d.UpdateModels(map[string][]string{"eng-b": {"llama-3-8b"}, "eng-c": {"mistral-7b"}}, "")
+	mustSet(t, d, snap("fe-a", 2, map[string]float64{"eng-b": 0.5, "eng-c": 0.5}))
+	if got := d.Models(); !slices.Equal(got, []string{"llama-3-8b", "mistral-7b"}) {
+		t.Fatalf("models after the reload %v, want [llama-3-8b mistral-7b]", got)
+	}
 }
 
 // TestErrorEnvelope: every error the data plane writes is OpenAI's

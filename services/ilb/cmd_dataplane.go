@@ -190,7 +190,7 @@ func (f *dataplaneFlags) engineFlags(urls map[string]string) error {
 }
 
 // applyFleet is the fleet watch's applier: the new fleet's engine URLs
-// (with the --engine overrides) go to the data plane.
+// (with the --engine overrides) and model lists go to the data plane.
 func (f *dataplaneFlags) applyFleet(d *dataplane.DataPlane) func(*schemas.Fleet) error {
 	return func(fl *schemas.Fleet) error {
 		urls, capacity := map[string]string{}, map[string]int{}
@@ -201,6 +201,9 @@ func (f *dataplaneFlags) applyFleet(d *dataplane.DataPlane) func(*schemas.Fleet)
 			return err
 		}
 		d.UpdateEngines(urls, capacity)
+		var models dataplane.Config
+		fleetModels(&models, fl, f.set["default-model"])
+		d.UpdateModels(models.EngineModels, models.DefaultModel)
 		return nil
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/ilb-router/ilb/schemas"
+	"github.com/ilb-router/ilb/services/dataplane"
 )
 
 // devMembers is the live membership of the ilb dev fleet: the fleet file
@@ -50,6 +51,9 @@ func (m *devMembers) apply(f *schemas.Fleet) error {
 		capacity[e.Name] = max(1, e.MaxBatch) * max(1, e.Replicas)
 	}
 	m.d.dp.UpdateEngines(urls, capacity)
+	var models dataplane.Config
+	fleetModels(&models, f, false)
+	m.d.dp.UpdateModels(models.EngineModels, models.DefaultModel)
 	m.d.console.SetFleet(f)
 	m.current = f
 	return nil
