@@ -90,3 +90,63 @@ func TestPickPathDoesNotAllocate(t *testing.T) {
 		t.Fatalf("pick path allocates %v times per pick", allocs)
 	}
 }
+
+// benchModelPlane is benchPlane's fleet serving two models: every engine
+// serves "small", the even ones also "big"; a snapshot without classes,
+// so each model's table is built from the top-level weights.
+func benchModelPlane(b testing.TB) (*DataPlane, *cluster, []uint64) {
+	cfg := testConfig("fe-a")
+	cfg.EngineModels = map[string][]string{}
+	for i, n := range sortedKeys(engineNames(16)) {
+		cfg.EngineModels[n] = []string{"small"}
+		if i%2 == 0 {
+			cfg.EngineModels[n] = []string{"big", "small"}
+		}
+	}
+	d := newDP(b, cfg, Deps{})
+	mustSet(b, d, snap("fe-a", 1, engineNames(16)))
+	d.ObserveStatus(unhealthy("eng-03"))
+	c, _ := d.cluster("fe-a")
+	c.inflight.Store(64)
+	for _, x := range c.cells {
+		x.inflight.Store(4)
+	}
+	hashes := make([]uint64, 4096)
+	for i := range hashes {
+		hashes[i] = sched.HashKey("conversation-" + strconv.Itoa(i))
+	}
+	return d, c, hashes
+}
+
+var benchModels = [2]string{"big", "small"}
+
+// BenchmarkPickPathModels is BenchmarkPickPath in a two-model fleet: the
+// class lookup (model and estimated prompt length) comes first. It must
+// not allocate either.
+func BenchmarkPickPathModels(b *testing.B) {
+	d, c, hashes := benchModelPlane(b)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		p, err := c.cur.Load().forRequest(benchModels[i&1], 200)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, _, err := d.decide(c, p, hashes[i&(len(hashes)-1)]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func TestPickPathModelsDoesNotAllocate(t *testing.T) {
+	d, c, hashes := benchModelPlane(t)
+	i := 0
+	allocs := testing.AllocsPerRun(1000, func() {
+		p, _ := c.cur.Load().forRequest(benchModels[i&1], 200)
+		_, _, _ = d.decide(c, p, hashes[i&(len(hashes)-1)])
+		i++
+	})
+	if allocs != 0 {
+		t.Fatalf("pick path with models allocates %v times per pick", allocs)
+	}
+}

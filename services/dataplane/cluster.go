@@ -27,6 +27,7 @@ type cluster struct {
 
 	// Hot-path counters, read by the metric callbacks.
 	shed         atomic.Int64
+	ineligible   atomic.Int64  // snapshot weight entries naming an engine that does not serve their class
 	refused      atomic.Int64  // by local admission
 	promptMean   atomic.Uint64 // float64 bits: moving mean of estimated prompt tokens
 	throttled    atomic.Int64
@@ -40,6 +41,7 @@ type cluster struct {
 	source string // where snap came from: sourceKV, sourceFile or sourceAPI
 	digest [32]byte
 	table  *sched.Table
+	routes []classRoute // by catalogue class; nil: the top-level table routes every request (models.go)
 	cells  map[string]*cell
 	stale  bool
 }
@@ -113,28 +115,49 @@ type pickerParams struct {
 	needURL   bool // engines without a URL are unavailable
 	spill     float64
 	penalty   float64
+	cat       *catalog
 }
 
-// buildLocked returns the picker for the cluster's current state.
+// buildLocked returns the picker for the cluster's current state: the
+// top-level table's, and one per request class when the cluster has
+// class routes.
 func (c *cluster) buildLocked(reg *registry, pp pickerParams) *picker {
 	if c.snap == nil {
 		return &picker{err: ErrNoSnapshot, c: c}
 	}
+	if c.routes == nil {
+		return c.buildTableLocked(reg, pp, c.table, c.snap.ShedFraction, 0)
+	}
+	p := c.buildTableLocked(reg, pp, c.table, c.snap.ShedFraction, -1)
+	p.sub = make([]*picker, len(c.routes))
+	for k, r := range c.routes {
+		p.sub[k] = c.buildTableLocked(reg, pp, r.table, r.shed, k)
+	}
+	return p
+}
+
+// buildTableLocked returns a picker over table t with shed fraction shed.
+// Engines that do not serve class (per the catalogue; -1: no check) are
+// unavailable in it.
+func (c *cluster) buildTableLocked(reg *registry, pp pickerParams, t *sched.Table, shed float64, class int) *picker {
 	p := &picker{
 		c: c, version: c.snap.Version, createdAt: c.snap.CreatedAt, versionHeader: []string{strconv.FormatUint(c.snap.Version, 10)},
-		table: c.table, shed: c.snap.ShedFraction, stale: c.stale, spill: pp.spill,
+		table: t, shed: shed, stale: c.stale, spill: pp.spill, cat: pp.cat,
 	}
-	if c.table == nil {
+	if t == nil {
 		return p
 	}
-	p.slots = make([]slot, c.table.Len())
+	p.slots = make([]slot, t.Len())
 	p.byID = make(map[uint16]int, len(p.slots))
 	for i := range p.slots {
-		e := reg.getLocked(c.table.Engine(i))
+		e := reg.getLocked(t.Engine(i))
 		s := slot{eng: e, cell: c.cellLocked(e), limit: c.snap.QueueLimits[e.name]}
 		s.avail, s.why = e.availableLocked(pp.now, pp.statusTTL)
 		if s.avail && pp.needURL && e.url() == "" {
 			s.avail, s.why = false, reasonUnhealthy
+		}
+		if class >= 0 && !pp.cat.serve(e.name, class) {
+			s.avail, s.why = false, reasonIneligible
 		}
 		if e.latencyOut {
 			s.penalty = penaltyThreshold(pp.penalty)
@@ -147,7 +170,7 @@ func (c *cluster) buildLocked(reg *registry, pp pickerParams) *picker {
 			p.byID[e.id] = i
 		}
 	}
-	setShares(p.slots, c.table.Counts(), c.stale)
+	setShares(p.slots, t.Counts(), c.stale)
 	return p
 }
 
@@ -172,9 +195,14 @@ func setShares(slots []slot, counts []int, equal bool) {
 // sameRouting reports whether two pickers route alike, so a rebuild that
 // changes nothing need not be swapped in.
 func sameRouting(a, b *picker) bool {
-	if a.err != b.err || a.version != b.version || a.table != b.table ||
-		a.stale != b.stale || a.shed != b.shed || len(a.slots) != len(b.slots) {
+	if a.err != b.err || a.version != b.version || a.table != b.table || a.cat != b.cat ||
+		a.stale != b.stale || a.shed != b.shed || len(a.slots) != len(b.slots) || len(a.sub) != len(b.sub) {
 		return false
+	}
+	for k := range a.sub {
+		if !sameRouting(a.sub[k], b.sub[k]) {
+			return false
+		}
 	}
 	for i := range a.slots {
 		x, y := a.slots[i], b.slots[i]

@@ -27,12 +27,18 @@ type Config struct {
 	// empty the data plane only picks (/v1/pick) and the proxy answers 502.
 	EngineURLs map[string]string
 	// EngineModels maps an engine name to the models it serves (the fleet
-	// file's models field). Optional: GET /v1/models lists their union
-	// over the engines of the served clusters, or DefaultModel when no
-	// engine lists any.
+	// file's models field; schemas.Fleet.EngineModels). Optional: without
+	// it every engine serves every model (one implicit model). With it,
+	// requests are routed by model (models.go), an engine it does not
+	// list serves nothing, and GET /v1/models lists the union over the
+	// engines of the served clusters.
 	EngineModels map[string][]string
-	// DefaultModel is the one implicit model of a fleet whose engines list
-	// no models.
+	// EngineMaxContext maps an engine name to the longest prompt, in
+	// tokens, it accepts (the fleet file's max_context_tokens). Optional:
+	// absent or 0, no limit.
+	EngineMaxContext map[string]int
+	// DefaultModel is the model of requests that name none, and the one
+	// implicit model of a fleet whose engines list no models.
 	DefaultModel string
 	// PromptAffinity derives an affinity key from a chat's prompt (model,
 	// system messages, first user message) when the request has neither

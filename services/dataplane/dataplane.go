@@ -60,6 +60,9 @@ type DataPlane struct {
 	// recognising an endpoint picker's subset hints; replaced when the
 	// fleet file changes (fleet.go).
 	endpoints atomic.Pointer[map[string]bool]
+	// cat is what the fleet says the engines serve (models.go); replaced
+	// under mu by UpdateModels, read on the request path.
+	cat atomic.Pointer[catalog]
 
 	// Hot path.
 	epoch atomic.Uint32 // conversation-memory epoch, advanced by the owner tick
@@ -83,6 +86,7 @@ func New(cfg Config, deps Deps) (*DataPlane, error) {
 	d.setDefaults()
 	d.reg = newRegistry(cfg.EngineURLs, cfg.EngineCapacity)
 	d.setEndpoints(cfg.EngineURLs)
+	d.cat.Store(newCatalog(cfg.EngineModels, cfg.EngineMaxContext, cfg.DefaultModel))
 	d.needURL = len(cfg.EngineURLs) > 0
 	for _, name := range sortedKeys(cfg.EngineURLs) {
 		d.reg.getLocked(name) // stable ids for configured engines

@@ -19,6 +19,11 @@ import (
 type ExternalRequest struct {
 	Cluster string       // "" means the only cluster served
 	Key     affinity.Key // from affinity.Resolve; Source None is spread at random
+	// Model is the request's model ("" : the default model) and
+	// PromptTokens its prompt's estimated length (models.go): the pick is
+	// made within their class.
+	Model        string
+	PromptTokens int
 	// Subset lists the endpoints ("host:port", or a bare host matching
 	// any port) the proxy allows; nil allows every engine. Entries naming
 	// no engine are ignored (ExternalPick.UnknownSubset counts them); a
@@ -79,7 +84,12 @@ func (d *DataPlane) PickExternal(req ExternalRequest) (*ExternalPick, *RouteErro
 		}
 		return nil, &RouteError{Status: status, Code: code, Message: err.Error()}
 	}
-	p := c.cur.Load()
+	p, err := c.cur.Load().forRequest(req.Model, req.PromptTokens)
+	if err != nil {
+		status, code, msg := modelError(err, d.cat.Load().models)
+		c.countCode(status)
+		return nil, &RouteError{Status: status, Code: code, Message: msg}
+	}
 	if p.err == nil && !c.throttle.admit(d.rand()) {
 		c.throttled.Add(1)
 		return nil, d.routeError(c, http.StatusServiceUnavailable, codeThrottled, "engines are rejecting requests; throttled locally, retry later")
@@ -242,6 +252,11 @@ func (d *DataPlane) pickRouteError(c *cluster, err error, subset bool) *RouteErr
 	}
 	return d.routeError(c, http.StatusServiceUnavailable, codeNoEngine, err.Error()+" for cluster "+c.name)
 }
+
+// NeedsModel reports whether a request must name its model to be routed
+// (the fleet serves several): a gateway may then route on headers alone
+// only with the X-Ilb-Model header.
+func (d *DataPlane) NeedsModel() bool { return d.cat.Load().multiModel() }
 
 // DefaultCluster is the cluster of requests that name none: the only one
 // served, or Config.DefaultCluster; "" when requests must name one.

@@ -116,16 +116,3 @@ func (d *DataPlane) expireDrainsLocked(now time.Time) bool {
 	}
 	return changed
 }
-
-// UpdateModels applies a new fleet file's model lists (Config.EngineModels)
-// and, when defaultModel is not empty, its default model: GET /v1/models
-// lists the models of an added engine, and no longer those only a removed
-// engine served, from then on.
-func (d *DataPlane) UpdateModels(models map[string][]string, defaultModel string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.cfg.EngineModels = maps.Clone(models)
-	if defaultModel != "" {
-		d.cfg.DefaultModel = defaultModel
-	}
-}

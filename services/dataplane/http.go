@@ -21,6 +21,7 @@ const (
 	HeaderCluster      = "X-Ilb-Cluster"
 	HeaderEngine       = "X-Ilb-Engine"
 	HeaderVersion      = "X-Ilb-Snapshot-Version"
+	// HeaderModel (models.go) names the model of a header-routed request.
 )
 
 func (d *DataPlane) routes() http.Handler {
@@ -149,6 +150,8 @@ func (d *DataPlane) routingInfo(c *cluster, now time.Time) routingInfo {
 type pickRequest struct {
 	Cluster        string `json:"cluster"`
 	ConversationID string `json:"conversation_id"`
+	Model          string `json:"model"`         // "" : the default model, or the X-Ilb-Model header
+	PromptTokens   int    `json:"prompt_tokens"` // optional: the prompt's length, for the context band
 }
 
 type pickResponse struct {
@@ -177,7 +180,12 @@ func (d *DataPlane) servePick(w http.ResponseWriter, r *http.Request) {
 		d.answer(w, c, http.StatusBadRequest, `missing "conversation_id"`)
 		return
 	}
-	p := c.cur.Load()
+	p, err := c.cur.Load().forRequest(firstNonEmpty(req.Model, r.Header.Get(HeaderModel)), req.PromptTokens)
+	if err != nil {
+		status, code, msg := modelError(err, d.cat.Load().models)
+		d.answerCode(w, c, status, code, msg)
+		return
+	}
 	_, span := d.tracer.Start(r.Context(), "ilb.dataplane.pick", trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(attribute.String("ilb.cluster", c.name), attribute.Int64("ilb.snapshot_version", int64(p.version))))
 	defer span.End()

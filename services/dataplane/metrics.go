@@ -36,6 +36,7 @@ const (
 	metricSignalsBad   = "ilb_dataplane_signals_rejected_total"
 	metricStale        = "ilb_dataplane_snapshot_stale"
 	metricKeySource    = "ilb_dataplane_picks_by_key_source_total"
+	metricIneligible   = "ilb_dataplane_snapshot_ineligible_entries_total"
 	instrumentationLib = "github.com/ilb-router/ilb/services/dataplane"
 )
 
@@ -50,9 +51,9 @@ type metrics struct {
 
 // observables are the asynchronous instruments the callback reports.
 type observables struct {
-	picks, fallbacks, retries, denied, unreplayable, shed, refused, requests, throttled, keySource metric.Int64ObservableCounter
-	version, inflight, available, stale                                                            metric.Int64ObservableGauge
-	age                                                                                            metric.Float64ObservableGauge
+	picks, fallbacks, retries, denied, unreplayable, shed, refused, requests, throttled, keySource, ineligible metric.Int64ObservableCounter
+	version, inflight, available, stale                                                                        metric.Int64ObservableGauge
+	age                                                                                                        metric.Float64ObservableGauge
 }
 
 func newMetrics(mp metric.MeterProvider, d *DataPlane) (*metrics, error) {
@@ -97,6 +98,9 @@ func newMetrics(mp metric.MeterProvider, d *DataPlane) (*metrics, error) {
 	obs.keySource, err = m.Int64ObservableCounter(metricKeySource,
 		metric.WithDescription("Proxied requests picked, by where their affinity key came from: header, user, prompt or none."))
 	add(err)
+	obs.ineligible, err = m.Int64ObservableCounter(metricIneligible,
+		metric.WithDescription("Weight entries of applied snapshots that give a request class an engine the fleet says does not serve it (skipped)."))
+	add(err)
 	obs.version, err = m.Int64ObservableGauge(metricVersion, metric.WithDescription("Version of the snapshot in use; 0 before the first."))
 	add(err)
 	obs.age, err = m.Float64ObservableGauge(metricAge, metric.WithUnit("s"), metric.WithDescription("now − created_at of the snapshot in use."))
@@ -116,7 +120,7 @@ func newMetrics(mp metric.MeterProvider, d *DataPlane) (*metrics, error) {
 		d.observe(o, &obs)
 		return nil
 	}, obs.picks, obs.fallbacks, obs.retries, obs.denied, obs.unreplayable, obs.shed, obs.refused, obs.requests, obs.throttled, obs.keySource,
-		obs.version, obs.age, obs.stale, obs.inflight, obs.available)
+		obs.ineligible, obs.version, obs.age, obs.stale, obs.inflight, obs.available)
 	if err != nil {
 		return nil, fmt.Errorf("dataplane: metrics: %w", err)
 	}
@@ -145,7 +149,8 @@ func (d *DataPlane) observe(o metric.Observer, obs *observables) {
 		o.ObserveInt64(obs.shed, c.shed.Load(), one)
 		o.ObserveInt64(obs.refused, c.refused.Load(), one)
 		o.ObserveInt64(obs.throttled, c.throttled.Load(), one)
-		for f := reasonUnhealthy; f <= reasonStale; f++ {
+		o.ObserveInt64(obs.ineligible, c.ineligible.Load(), one)
+		for f := reasonUnhealthy; f <= reasonIneligible; f++ {
 			o.ObserveInt64(obs.fallbacks, c.fallbacks[f].Load(), metric.WithAttributes(cl, attribute.String("reason", f.String())))
 		}
 		for _, src := range affinity.Sources {

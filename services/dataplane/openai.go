@@ -24,6 +24,7 @@ const (
 	codeTooLarge      = "request_too_large"
 	codeUnknownCluser = "unknown_cluster"
 	codeModel         = "model_not_found"
+	codeContext       = "context_length_exceeded"
 	codeShed          = "rate_limit_exceeded"
 	codeNoSnapshot    = "no_snapshot"
 	codeNoEngine      = "no_engine_available"
@@ -90,33 +91,6 @@ type model struct {
 }
 
 func newModel(id string) model { return model{ID: id, Object: "model", OwnedBy: "ilb"} }
-
-// Models returns the names of the models this data plane serves, sorted:
-// the union of the models of the engines in its clusters' snapshots
-// (Config.EngineModels), or Config.DefaultModel when no engine lists any
-// (a fleet with one implicit model).
-func (d *DataPlane) Models() []string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	seen := map[string]bool{}
-	for _, c := range d.order {
-		for _, s := range c.cur.Load().slots {
-			for _, m := range d.cfg.EngineModels[s.eng.name] {
-				seen[m] = true
-			}
-		}
-	}
-	if len(seen) == 0 {
-		return []string{d.cfg.DefaultModel}
-	}
-	return slices.Sorted(func(yield func(string) bool) {
-		for m := range seen {
-			if !yield(m) {
-				return
-			}
-		}
-	})
-}
 
 // serveModels answers GET /v1/models with OpenAI's list.
 func (d *DataPlane) serveModels(w http.ResponseWriter, r *http.Request) {

@@ -20,14 +20,15 @@ const (
 func (d *DataPlane) routedLocked() []*engine {
 	seen := map[string]*engine{}
 	for _, c := range d.order {
-		p := c.cur.Load()
-		if p.table == nil {
-			continue
-		}
-		counts := p.table.Counts()
-		for i := range p.slots {
-			if counts[i] > 0 {
-				seen[p.slots[i].eng.name] = p.slots[i].eng
+		for _, p := range c.cur.Load().all() {
+			if p.table == nil {
+				continue
+			}
+			counts := p.table.Counts()
+			for i := range p.slots {
+				if counts[i] > 0 {
+					seen[p.slots[i].eng.name] = p.slots[i].eng
+				}
 			}
 		}
 	}

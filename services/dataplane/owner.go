@@ -83,7 +83,7 @@ func (d *DataPlane) logStale(c *cluster, now time.Time) {
 func (d *DataPlane) pickerParamsLocked(now time.Time) pickerParams {
 	return pickerParams{
 		now: now, statusTTL: d.cfg.StatusTTL, needURL: d.needURL,
-		spill: d.cfg.SpillFactor, penalty: d.cfg.Outlier.LatencyPenaltyShare,
+		spill: d.cfg.SpillFactor, penalty: d.cfg.Outlier.LatencyPenaltyShare, cat: d.cat.Load(),
 	}
 }
 

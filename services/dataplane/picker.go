@@ -25,14 +25,15 @@ type fallback uint8
 
 // Fallback reasons.
 const (
-	noFallback      fallback = iota
-	reasonUnhealthy          // unhealthy, no ready replica, failed probes, or no URL
-	reasonSpill              // bounded-load spill of a new conversation
-	reasonOutlier            // ejected, or latency-penalised for new conversations
-	reasonStale              // picked under the stale policy (counted in addition)
+	noFallback       fallback = iota
+	reasonUnhealthy           // unhealthy, no ready replica, failed probes, or no URL
+	reasonSpill               // bounded-load spill of a new conversation
+	reasonOutlier             // ejected, or latency-penalised for new conversations
+	reasonStale               // picked under the stale policy (counted in addition)
+	reasonIneligible          // the snapshot gives it the class, the fleet says it does not serve it
 )
 
-var fallbackNames = [...]string{"", "unhealthy", "spill", "outlier", "stale"}
+var fallbackNames = [...]string{"", "unhealthy", "spill", "outlier", "stale", "ineligible"}
 
 func (f fallback) String() string { return fallbackNames[f] }
 
@@ -70,6 +71,28 @@ type picker struct {
 	shed          float64
 	stale         bool
 	spill         float64 // 1+ε
+	cat           *catalog
+	// sub are the pickers of the request classes, by catalogue class;
+	// nil when this picker routes every request (models.go).
+	sub []*picker
+}
+
+// forRequest returns the picker of the class of a request for model with
+// a prompt of about tokens, or the model error (schemas.ErrUnknownModel,
+// schemas.ErrContextLength). Without a snapshot it returns p, whose pick
+// fails with ErrNoSnapshot. It allocates only for an error.
+func (p *picker) forRequest(model string, tokens int) (*picker, error) {
+	if p.err != nil {
+		return p, nil
+	}
+	k, err := p.cat.classify(model, tokens)
+	if err != nil {
+		return nil, err
+	}
+	if p.sub == nil {
+		return p, nil
+	}
+	return p.sub[k], nil
 }
 
 // choice is the outcome of a pick.

@@ -23,6 +23,8 @@ type proxyRequest struct {
 	ep      endpoint
 	cluster string
 	key     affinity.Key
+	model   string      // the body's "model", else the X-Ilb-Model header
+	tokens  int         // estimated prompt tokens: body bytes / 4
 	hash    uint64      // key.Hash, or a random hash when there is no key
 	body    []byte      // the whole body, when it had to be read
 	stream  *bodyReader // the unread body, when the headers sufficed
@@ -95,7 +97,13 @@ func (d *DataPlane) route(w http.ResponseWriter, r *http.Request, in *proxyReque
 		d.answerCode(w, c, http.StatusBadGateway, codeUpstream, "no engine URLs configured: this data plane only answers /v1/pick (give engines with --engine NAME=URL or --fleet)")
 		return
 	}
-	p := c.cur.Load()
+	p, err := c.cur.Load().forRequest(in.model, in.tokens)
+	if err != nil {
+		status, code, msg := modelError(err, d.cat.Load().models)
+		in.span.SetStatus(codes.Error, msg)
+		d.answerCode(w, c, status, code, msg)
+		return
+	}
 	if in.span.IsRecording() { // attributes cost allocations: only for sampled spans
 		in.span.SetAttributes(attribute.String("ilb.cluster", c.name), attribute.Int64("ilb.snapshot_version", int64(p.version)),
 			attribute.String("ilb.key_source", in.key.Source.String()))
@@ -117,20 +125,22 @@ func (d *DataPlane) route(w http.ResponseWriter, r *http.Request, in *proxyReque
 	d.forward(w, r, c, p, in, ch, ongoing)
 }
 
-// readRequest finds the affinity key and the cluster. When the headers
-// give both, the body is not parsed: it is read if it fits
+// readRequest finds the affinity key, the cluster, the model and the
+// prompt's estimated length. When the headers give the key and the
+// cluster (and the model, in a fleet of several models), the body is not
+// parsed: it is read if it fits
 // RetryBodyBytes (so that it can be retried) and streamed otherwise. Else
 // it is read (at most MaxBodyBytes) and parsed for the user, cluster and
 // prompt (affinity.ParseBody).
 func (d *DataPlane) readRequest(w http.ResponseWriter, r *http.Request, ep endpoint) (*proxyRequest, int, error) {
-	header, cl := r.Header.Get(HeaderConversation), r.Header.Get(HeaderCluster)
+	header, cl, hm := r.Header.Get(HeaderConversation), r.Header.Get(HeaderCluster), r.Header.Get(HeaderModel)
 	in := &proxyRequest{ep: ep, cluster: cl, size: r.ContentLength}
 	limited := http.MaxBytesReader(w, r.Body, d.cfg.MaxBodyBytes)
 	if r.ContentLength > d.cfg.MaxBodyBytes {
 		return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("request body over %d bytes", d.cfg.MaxBodyBytes)
 	}
 	var b affinity.Body
-	if header != "" && (cl != "" || d.single != nil) {
+	if header != "" && (cl != "" || d.single != nil) && (hm != "" || !d.cat.Load().multiModel()) {
 		if err := d.bufferOrStream(in, limited, r.ContentLength); err != nil {
 			return nil, bodyErrorCode(err), d.bodyError(err)
 		}
@@ -144,6 +154,7 @@ func (d *DataPlane) readRequest(w http.ResponseWriter, r *http.Request, ep endpo
 		}
 		in.body, in.cluster, in.size = body, firstNonEmpty(cl, b.Cluster), int64(len(body))
 	}
+	in.model, in.tokens = firstNonEmpty(b.Model, hm), EstimatePromptTokens(in.size)
 	in.key = affinity.Resolve(header, b)
 	in.hash = in.key.Hash
 	if in.key.Source == affinity.None {

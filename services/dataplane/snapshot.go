@@ -136,8 +136,17 @@ func (d *DataPlane) applyLocked(key string, s *schemas.Snapshot, source string) 
 	if err != nil {
 		return false, &RejectError{Reason: RejectTable, Err: err}
 	}
+	routes, bad, err := classRoutes(d.cat.Load(), s, c.routes)
+	if err != nil {
+		return false, &RejectError{Reason: RejectTable, Err: err}
+	}
+	if bad > 0 {
+		c.ineligible.Add(int64(bad))
+		d.log.Warn("snapshot gives request classes engines the fleet says do not serve them: those entries are skipped",
+			"cluster", c.name, "version", s.Version, "entries", bad)
+	}
 	now := d.now()
-	c.snap, c.digest, c.table, c.source = s, digest, t, source
+	c.snap, c.digest, c.table, c.source, c.routes = s, digest, t, source, routes
 	c.stale = c.isStaleLocked(now, d.cfg.StaleAfter)
 	c.cur.Store(c.buildLocked(d.reg, d.pickerParamsLocked(now)))
 	d.health.Set("snapshot:"+c.name, true)

@@ -103,7 +103,7 @@ func parseDataplane(e *env, args []string) (dataplane.Config, *dataplaneFlags, e
 	fs.StringVar(&cfg.DefaultCluster, "default-cluster", "", "cluster of requests that name none when several are served (clients that send no X-Ilb-Cluster)")
 	fs.BoolVar(&cfg.PromptAffinity, "prompt-affinity", cfg.PromptAffinity,
 		"derive a chat's affinity key from its model, system prompt and first user message when it has no X-Conversation-Id or user")
-	fs.StringVar(&cfg.DefaultModel, "default-model", cfg.DefaultModel, "the model GET /v1/models lists when no engine lists models")
+	fs.StringVar(&cfg.DefaultModel, "default-model", cfg.DefaultModel, "the model of requests that name none, and the one model GET /v1/models lists when no engine lists models (default: the fleet's default_model)")
 	if err := parseFlags(fs, e, args); err != nil {
 		return cfg, nil, err
 	}
@@ -204,6 +204,7 @@ func (f *dataplaneFlags) applyFleet(d *dataplane.DataPlane) func(*schemas.Fleet)
 		var models dataplane.Config
 		fleetModels(&models, fl, f.set["default-model"])
 		d.UpdateModels(models.EngineModels, models.DefaultModel)
+		d.UpdateContextLimits(models.EngineMaxContext)
 		return nil
 	}
 }
@@ -288,14 +289,19 @@ func addExtProc(g *svcrun.Group, e *env, d *dataplane.DataPlane, cfg dataplane.C
 	return nil
 }
 
-// fleetModels gives the data plane the engines' model lists (GET
-// /v1/models) and, unless --default-model was given, the fleet's
-// default_model.
+// fleetModels gives the data plane the engines' models (every engine's,
+// schemas.Fleet.EngineModels, in a fleet whose engines list models) and
+// context limits, for routing by model and GET /v1/models, and, unless
+// --default-model was given, the fleet's default_model.
 func fleetModels(cfg *dataplane.Config, fl *schemas.Fleet, keepDefault bool) {
-	cfg.EngineModels = map[string][]string{}
+	cfg.EngineModels, cfg.EngineMaxContext = map[string][]string{}, map[string]int{}
+	explicit := fl.ExplicitModels()
 	for _, en := range fl.Engines {
-		if len(en.Models) > 0 {
-			cfg.EngineModels[en.Name] = en.Models
+		if explicit {
+			cfg.EngineModels[en.Name] = fl.EngineModels(en)
+		}
+		if en.MaxContextTokens > 0 {
+			cfg.EngineMaxContext[en.Name] = en.MaxContextTokens
 		}
 	}
 	if fl.DefaultModel != "" && !keepDefault {

@@ -54,6 +54,7 @@ func (m *devMembers) apply(f *schemas.Fleet) error {
 	var models dataplane.Config
 	fleetModels(&models, f, false)
 	m.d.dp.UpdateModels(models.EngineModels, models.DefaultModel)
+	m.d.dp.UpdateContextLimits(models.EngineMaxContext)
 	m.d.console.SetFleet(f)
 	m.current = f
 	return nil

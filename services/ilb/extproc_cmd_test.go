@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -87,14 +88,16 @@ func extractHTTP(t *testing.T, out string) string {
 	return m[1]
 }
 
-// TestFleetModels: the fleet file's model lists and default_model reach
-// the data plane's GET /v1/models; --default-model wins over the file.
+// TestFleetModels: the fleet file's model lists (an engine listing none
+// serves default_model) and default_model reach the data plane's routing
+// and GET /v1/models; --default-model wins over the file.
 func TestFleetModels(t *testing.T) {
 	fl := &schemas.Fleet{DefaultModel: "llama-3-8b", Engines: []schemas.FleetEngine{
 		{Name: "a", Models: []string{"llama-3-70b"}}, {Name: "b"}}}
 	cfg := dataplane.DefaultConfig()
 	fleetModels(&cfg, fl, false)
-	if cfg.DefaultModel != "llama-3-8b" || len(cfg.EngineModels) != 1 || cfg.EngineModels["a"][0] != "llama-3-70b" {
+	if cfg.DefaultModel != "llama-3-8b" || len(cfg.EngineModels) != 2 || cfg.EngineModels["a"][0] != "llama-3-70b" ||
+		!slices.Equal(cfg.EngineModels["b"], []string{"llama-3-8b"}) {
 		t.Fatalf("from the fleet: default %q, models %v", cfg.DefaultModel, cfg.EngineModels)
 	}
 	cfg.DefaultModel = "given"

@@ -22,6 +22,8 @@ const (
 	headerStatus       = ":status"
 	headerConversation = "x-conversation-id"
 	headerCluster      = "x-ilb-cluster"
+	headerModel        = "x-ilb-model"
+	headerLength       = "content-length"
 )
 
 // stream is one ext_proc stream's state: one HTTP request.
@@ -40,6 +42,8 @@ type stream struct {
 	parseBody  bool // the path is an OpenAI endpoint whose body names the key
 	conv       string
 	cluster    string
+	model      string // the x-ilb-model header
+	length     int64  // the content-length header; 0 when absent
 	subset     []string
 	hasSubset  bool
 	body       []byte
@@ -149,6 +153,10 @@ func (st *stream) readHeaders(h *extprocv3.HttpHeaders) {
 			st.conv = headerValue(hv)
 		case headerCluster:
 			st.cluster = headerValue(hv)
+		case headerModel:
+			st.model = headerValue(hv)
+		case headerLength:
+			st.length, _ = strconv.ParseInt(headerValue(hv), 10, 64)
 		}
 	}
 }
@@ -167,12 +175,12 @@ func kindOf(path string) (affinity.Kind, bool) {
 	return affinity.Embedding, false
 }
 
-// headersSuffice reports whether the headers name the affinity key and
-// the cluster (or the data plane has a default one), so the body need not be
-// read. The model is not yet an input of the pick (engines do not list
-// models), so it is not needed either.
+// headersSuffice reports whether the headers name the affinity key, the
+// cluster (or the data plane has a default one) and, in a fleet of
+// several models, the model (x-ilb-model), so the body need not be read.
 func (st *stream) headersSuffice() bool {
-	return st.conv != "" && (st.cluster != "" || st.s.plane.DefaultCluster() != "")
+	return st.conv != "" && (st.cluster != "" || st.s.plane.DefaultCluster() != "") &&
+		(st.model != "" || !st.s.plane.NeedsModel())
 }
 
 // decide picks (from the headers, and the body when given) and sends the
@@ -192,6 +200,13 @@ func (st *stream) decide(on decision, body []byte, emit func(*dataplane.External
 		if req.Cluster == "" {
 			req.Cluster = b.Cluster
 		}
+	}
+	req.Model, req.PromptTokens = st.model, dataplane.EstimatePromptTokens(st.length)
+	if b.Model != "" {
+		req.Model = b.Model
+	}
+	if body != nil {
+		req.PromptTokens = dataplane.EstimatePromptTokens(int64(len(body)))
 	}
 	req.Key = affinity.Resolve(st.conv, b)
 	pk, rerr := st.s.plane.PickExternal(req)
