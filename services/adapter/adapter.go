@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"sync"
 	"time"
 
@@ -136,6 +137,20 @@ type Adapter struct {
 	tracer  trace.Tracer
 	metrics *metrics
 	ran     sync.Once
+
+	// mu orders SetTargets with Run starting and stopping the scrapers.
+	mu       sync.Mutex
+	targets  []Target // in force; Run starts them
+	running  map[string]*running
+	runCtx   context.Context // set by Run under mu; nil before
+	closed   bool
+	scrapers sync.WaitGroup
+}
+
+// running is one target's scraper loop.
+type running struct {
+	t      Target
+	cancel context.CancelFunc
 }
 
 // New validates cfg and connects (lazily) to Kafka.
@@ -144,12 +159,13 @@ func New(cfg Config) (*Adapter, error) {
 		return nil, err
 	}
 	d := run.Deps{Logger: cfg.Logger, Meter: cfg.MeterProvider, Tracer: cfg.TracerProvider}.WithDefaults()
-	a := &Adapter{cfg: cfg, log: d.Logger, client: cfg.HTTPClient, tracer: d.Tracer.Tracer(scopeName)}
+	a := &Adapter{cfg: cfg, log: d.Logger, client: cfg.HTTPClient, tracer: d.Tracer.Tracer(scopeName),
+		targets: slices.Clone(cfg.Targets), running: map[string]*running{}}
 	if a.client == nil {
 		a.client = &http.Client{Timeout: cfg.ScrapeTimeout}
 	}
 	var err error
-	if a.metrics, err = newMetrics(d.Meter, cfg.Targets); err != nil {
+	if a.metrics, err = newMetrics(d.Meter); err != nil {
 		return nil, err
 	}
 	if len(cfg.Kafka.Brokers) > 0 {
@@ -170,16 +186,86 @@ func (a *Adapter) Run(ctx context.Context) error {
 	if !first {
 		return errors.New("adapter: Run called twice")
 	}
-	var wg sync.WaitGroup
-	for i := range a.cfg.Targets {
-		s := &scraper{a: a, t: a.cfg.Targets[i], idx: i}
-		wg.Go(func() { s.run(ctx) })
+	a.mu.Lock()
+	a.runCtx = ctx
+	for _, t := range a.targets {
+		a.start(t)
 	}
-	wg.Wait()
+	a.mu.Unlock()
+	<-ctx.Done()
+	a.mu.Lock()
+	a.closed = true
+	a.mu.Unlock()
+	a.scrapers.Wait()
 	if a.prod != nil {
 		_ = a.prod.Close()
 	}
 	return nil
+}
+
+// start runs t's scraper until ctx ends or SetTargets stops it. Called
+// with a.mu held, by Run or after it started.
+func (a *Adapter) start(t Target) {
+	ctx, cancel := context.WithCancel(a.runCtx)
+	a.running[t.Engine] = &running{t: t, cancel: cancel}
+	s := &scraper{a: a, t: t, attrs: newTargetSets(t)}
+	a.scrapers.Go(func() {
+		defer cancel()
+		s.run(ctx)
+	})
+}
+
+// SetTargets replaces the targets while the adapter runs (a fleet file
+// reload): an engine added is scraped from now on; an engine removed is
+// no longer scraped (no more status events for it); an engine whose URL
+// or kind changed is scraped afresh, its counters' first sample a new
+// baseline (a new URL is usually a new server). Targets that fail
+// Config's checks, or none at all, are refused and nothing changes.
+func (a *Adapter) SetTargets(targets []Target) error {
+	next := a.cfg
+	next.Targets = targets
+	if len(targets) == 0 {
+		return errors.New("adapter: no targets")
+	}
+	if err := next.validateTargets(); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.targets = slices.Clone(targets)
+	if a.runCtx == nil || a.closed {
+		return nil
+	}
+	keep := map[string]bool{}
+	for _, t := range targets {
+		keep[t.Engine] = true
+		r := a.running[t.Engine]
+		switch {
+		case r == nil:
+			a.log.Info("adapter: target added", "engine", t.Engine, "url", t.URL)
+		case r.t != t:
+			r.cancel()
+			a.log.Info("adapter: target changed", "engine", t.Engine, "url", t.URL, "kind", t.Kind)
+		default:
+			continue
+		}
+		a.start(t)
+	}
+	for name, r := range a.running {
+		if !keep[name] {
+			r.cancel()
+			delete(a.running, name)
+			a.log.Info("adapter: target removed", "engine", name)
+		}
+	}
+	return nil
+}
+
+// Targets returns the targets in force.
+func (a *Adapter) Targets() []Target {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.targets)
 }
 
 // scrape fetches and parses one target's metrics.

@@ -20,11 +20,20 @@ const (
 
 type metrics struct {
 	scrapes, events, dropped, skips metric.Int64Counter
-	// Per target: attribute sets built once.
-	ok, failed, engine []metric.MeasurementOption
 }
 
-func newMetrics(mp metric.MeterProvider, targets []Target) (*metrics, error) {
+// targetSets are one target's attribute sets, built once.
+type targetSets struct {
+	ok, failed, engine metric.MeasurementOption
+}
+
+func newTargetSets(t Target) targetSets {
+	eng := attribute.String("engine", t.Engine)
+	return targetSets{ok: metric.WithAttributes(eng, attribute.String("result", "ok")),
+		failed: metric.WithAttributes(eng, attribute.String("result", "error")), engine: metric.WithAttributes(eng)}
+}
+
+func newMetrics(mp metric.MeterProvider) (*metrics, error) {
 	m := mp.Meter(scopeName)
 	var out metrics
 	var e1, e2, e3, e4 error
@@ -35,30 +44,24 @@ func newMetrics(mp metric.MeterProvider, targets []Target) (*metrics, error) {
 	if err := errors.Join(e1, e2, e3, e4); err != nil {
 		return nil, err
 	}
-	for _, t := range targets {
-		eng := attribute.String("engine", t.Engine)
-		out.ok = append(out.ok, metric.WithAttributes(eng, attribute.String("result", "ok")))
-		out.failed = append(out.failed, metric.WithAttributes(eng, attribute.String("result", "error")))
-		out.engine = append(out.engine, metric.WithAttributes(eng))
-	}
 	return &out, nil
 }
 
-func (m *metrics) scrape(ctx context.Context, i int, ok bool) {
+func (m *metrics) scrape(ctx context.Context, a *targetSets, ok bool) {
 	if ok {
-		m.scrapes.Add(ctx, 1, m.ok[i])
+		m.scrapes.Add(ctx, 1, a.ok)
 		return
 	}
-	m.scrapes.Add(ctx, 1, m.failed[i])
+	m.scrapes.Add(ctx, 1, a.failed)
 }
 
-func (m *metrics) completions(ctx context.Context, i, sent, dropped int) {
-	m.events.Add(ctx, int64(sent), m.engine[i])
+func (m *metrics) completions(ctx context.Context, a *targetSets, sent, dropped int) {
+	m.events.Add(ctx, int64(sent), a.engine)
 	if dropped > 0 {
-		m.dropped.Add(ctx, int64(dropped), m.engine[i])
+		m.dropped.Add(ctx, int64(dropped), a.engine)
 	}
 }
 
-func (m *metrics) skipped(ctx context.Context, i int) { m.skips.Add(ctx, 1, m.engine[i]) }
+func (m *metrics) skipped(ctx context.Context, a *targetSets) { m.skips.Add(ctx, 1, a.engine) }
 
 func kafkaHeader(k, v string) kgo.RecordHeader { return kgo.RecordHeader{Key: k, Value: []byte(v)} }

@@ -22,7 +22,7 @@ var ErrNoLoadMetrics = errors.New("adapter: no running, waiting or KV-cache metr
 type scraper struct {
 	a        *Adapter
 	t        Target
-	idx      int
+	attrs    targetSets
 	prev     Sample
 	prevAt   time.Time
 	havePrev bool
@@ -62,12 +62,12 @@ func (s *scraper) once(ctx context.Context, now time.Time) {
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
 		s.a.log.Warn("adapter: scrape failed", "engine", s.t.Engine, "err", err)
-		s.a.metrics.scrape(ctx, s.idx, false)
+		s.a.metrics.scrape(ctx, &s.attrs, false)
 		ev := schemas.Event{Kind: schemas.KindStatus, Status: Unreachable(s.t.Engine, ts, s.ranks)}
 		s.a.publish(pctx, &ev, false)
 		return
 	}
-	s.a.metrics.scrape(ctx, s.idx, true)
+	s.a.metrics.scrape(ctx, &s.attrs, true)
 	s.logMissing(sample.Missing)
 	ev := schemas.Event{Kind: schemas.KindStatus, Status: Status(s.t.Engine, ts, sample)}
 	s.a.publish(pctx, &ev, false)
@@ -86,7 +86,7 @@ func (s *scraper) completions(ctx, pctx context.Context, now time.Time, sample S
 	if gap := now.Sub(s.prevAt); gap > time.Duration(s.a.cfg.MaxGapIntervals)*s.a.cfg.Interval {
 		s.a.log.Warn("adapter: interval too long to spread, no completions synthesized for it",
 			"engine", s.t.Engine, "gap", gap)
-		s.a.metrics.skipped(ctx, s.idx)
+		s.a.metrics.skipped(ctx, &s.attrs)
 		return
 	}
 	comps, dropped := Completions(s.t.Engine, now.UnixNano(), Diff(s.prev, sample), s.a.cfg.MaxCompletionsPerScrape)
@@ -94,7 +94,7 @@ func (s *scraper) completions(ctx, pctx context.Context, now time.Time, sample S
 		ev := schemas.Event{Kind: schemas.KindCompletion, Completion: comps[i]}
 		s.a.publish(pctx, &ev, true)
 	}
-	s.a.metrics.completions(ctx, s.idx, len(comps), dropped)
+	s.a.metrics.completions(ctx, &s.attrs, len(comps), dropped)
 }
 
 // logMissing says once, and again when it changes, which load families

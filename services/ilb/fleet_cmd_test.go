@@ -1,17 +1,21 @@
 package main
 
 import (
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ilb-router/ilb/schemas"
+	"github.com/ilb-router/ilb/streams/streamstest"
 )
 
 // writeFleet writes f to path.
@@ -95,4 +99,93 @@ func TestEngineSimFleetReload(t *testing.T) {
 	if code := postStatus(t, client, addr+"/engines/east-h100-0/v1/chat/completions"); code != 200 {
 		t.Fatalf("east-h100-0: %d", code)
 	}
+}
+
+// ilb adapter --fleet: the fleet's engines with a URL are scraped at
+// URL/metrics; an engine given a URL in the file is scraped from then on,
+// a broken file changes nothing, and an engine removed from the file is
+// no longer scraped.
+func TestAdapterFleetReload(t *testing.T) {
+	addrs := streamstest.Kafka(t)
+	body, err := os.ReadFile(filepath.Join("..", "adapter", "testdata", "vllm-v1-a.prom"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var scrapesA, scrapesB atomic.Int64
+	serve := func(n *atomic.Int64) *httptest.Server {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/metrics" {
+				http.NotFound(w, r)
+				return
+			}
+			n.Add(1)
+			w.Write(body)
+		}))
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	a, b := serve(&scrapesA), serve(&scrapesB)
+	f := schemas.ExampleFleet()
+	f.Engines[0].URL = a.URL // east-h100-0
+	path := filepath.Join(t.TempDir(), "fleet.yaml")
+	writeFleet(t, path, f)
+	out := simBackground(t, "adapter", "--kafka", addrs[0], "--fleet", path, "--interval", "50ms", "--http", "127.0.0.1:0")
+	metricsURL := simWaitFor(t, out, regexp.MustCompile(`adapter metrics on (http://\S+)`))
+	if !strings.Contains(out.String(), "scraping east-h100-0 (vllm) every 50ms: "+a.URL+"/metrics") {
+		t.Fatalf("output: %s", out.String())
+	}
+	waitGrow := func(what string, n *atomic.Int64) {
+		t.Helper()
+		from := n.Load()
+		for deadline := time.Now().Add(15 * time.Second); n.Load() < from+3; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not scraped within 15 s", what)
+			}
+		}
+	}
+	waitGrow("east-h100-0", &scrapesA)
+	if scrapesB.Load() != 0 {
+		t.Fatal("east-h100-1 scraped before it has a URL")
+	}
+
+	f.Engines[1].URL = b.URL // east-h100-1
+	writeFleet(t, path, f)
+	waitGrow("east-h100-1 once the file gives it a URL", &scrapesB)
+
+	broken := strings.Replace(string(schemas.ExampleFleetYAML()), "max_batch:", "max_batchh:", 1)
+	if err := os.WriteFile(path, []byte(broken), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Timeout: 5 * time.Second}
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		resp, err := client.Get(metricsURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if metricSum(string(m), "ilb_fleetwatch_reloads_total", `result="rejected"`) >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the broken file's rejection not counted within 15 s")
+		}
+	}
+	waitGrow("east-h100-0 after the broken file", &scrapesA)
+	waitGrow("east-h100-1 after the broken file", &scrapesB)
+
+	// east-h100-0 removed from the file: no longer scraped.
+	f.Engines = f.Engines[1:]
+	writeFleet(t, path, f)
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(300 * time.Millisecond) {
+		n := scrapesA.Load()
+		time.Sleep(300 * time.Millisecond)
+		if scrapesA.Load() == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("east-h100-0 still scraped 15 s after its removal")
+		}
+	}
+	waitGrow("east-h100-1 after east-h100-0's removal", &scrapesB)
 }
