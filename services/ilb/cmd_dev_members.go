@@ -31,11 +31,16 @@ type devMembers struct {
 
 func newDevMembers(d *devFleet) *devMembers { return &devMembers{d: d, current: d.plan.fleet} }
 
-// apply hands f to every service. A service that refuses it (the
-// aggregator and the optimizer check it first) leaves the rest unchanged.
+// apply hands f to every service. A fleet whose clusters are not those
+// ilb dev started with is refused (the data plane and the traffic
+// generator serve those); so is one a service refuses (the aggregator
+// and the optimizer check it first), leaving the rest unchanged.
 func (m *devMembers) apply(f *schemas.Fleet) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if !slices.EqualFunc(f.Clusters, m.d.plan.fleet.Clusters, func(a, b schemas.FleetCluster) bool { return a.Name == b.Name }) {
+		return errors.New("the clusters differ from those ilb dev started with: its data plane and traffic serve those; restart it to change clusters")
+	}
 	if err := m.d.agg.SetFleet(f); err != nil {
 		return err
 	}

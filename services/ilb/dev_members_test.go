@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -257,6 +258,23 @@ func TestDevFleetFileAddsAndDrainsAnEngine(t *testing.T) {
 		t.Fatalf("remove: %d %s", code, b)
 	}
 	waitFor("eu-x drained and stopped", func() bool { _, ok := devEngines(t, base)["eu-x"]; return !ok })
+
+	// A file that changes the clusters is refused (ilb dev's data plane
+	// and traffic serve the ones it started with).
+	rejected := metricSum(metrics(), "ilb_fleetwatch_reloads_total", `result="rejected"`)
+	more := withEngine(added)
+	more.Clusters = slices.Clone(more.Clusters)
+	more.Clusters[1].Name = "fe-west-2"
+	writeFleet(t, fleetPath, more)
+	waitFor("a fleet with other clusters refused", func() bool {
+		return metricSum(metrics(), "ilb_fleetwatch_reloads_total", `result="rejected"`) > rejected
+	})
+	if !strings.Contains(d.stderr.String(), "the clusters differ") {
+		t.Errorf("the refusal's reason not logged: %s", d.stderr.String())
+	}
+	if _, ok := devEngines(t, base)[added]; ok {
+		t.Fatalf("%s simulated from a refused fleet", added)
+	}
 	if errs := metricSum(metrics(), "ilb_traffic_requests_total", `result="error"`); errs != 0 {
 		t.Fatalf("%v requests failed", errs)
 	}
