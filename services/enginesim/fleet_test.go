@@ -3,6 +3,7 @@ package enginesim
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -124,4 +125,49 @@ func TestSetFleetRefusesLosingTheSubset(t *testing.T) {
 	if code, b := h.post(t, chatPath("a100-b"), chat(5, false, "user", "hi")); code != 200 {
 		t.Fatalf("a100-b after a refused fleet: %d %s", code, b)
 	}
+}
+
+// A changed entry while a request runs: the request finishes on the old
+// model (200, its full output) and the engine reports the new
+// parameters. A streamed request to an engine removed meanwhile streams
+// to its end past the drain time.
+func TestSetFleetChangeWithRequestsInFlight(t *testing.T) {
+	h := start(t, func(c *Config) { c.DrainTimeout = 400 * time.Millisecond })
+	f := testFleet(t)
+	long := make(chan completion, 1)
+	go func() {
+		_, b := h.post(t, chatPath("a100-b"), chat(200, false, "user", "a long answer please"))
+		long <- decodeCompletion(t, b)
+	}()
+	waitUntil(t, "a100-b running the long request", func() bool { return h.engineList(t)["a100-b"].Running == 1 })
+	next := *f
+	next.Engines = slices.Clone(f.Engines)
+	next.Engines[1].Replicas = 3
+	if err := h.s.SetFleet(&next); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "a100-b with 3 replicas", func() bool { return h.engineList(t)["a100-b"].TotalReplicas == 3 })
+	if e := h.engineList(t)["a100-b"]; e.Running != 1 {
+		t.Fatalf("the request on the old model not counted as running: %+v", e)
+	}
+	if c := <-long; c.Usage.CompletionTokens != 200 {
+		t.Fatalf("the request in flight at the change: %+v", c)
+	}
+	waitUntil(t, "the old model's request gone from the counts", func() bool { return h.engineList(t)["a100-b"].Running == 0 })
+
+	streamed := make(chan string, 1)
+	go func() {
+		_, b := h.post(t, chatPath("h100-a"), chat(300, true, "user", "stream a long answer"))
+		streamed <- string(b)
+	}()
+	waitUntil(t, "h100-a running the stream", func() bool { return h.engineList(t)["h100-a"].Running == 1 })
+	without := next
+	without.Engines = next.Engines[1:]
+	if err := h.s.SetFleet(&without); err != nil {
+		t.Fatal(err)
+	}
+	if b := <-streamed; !strings.HasSuffix(b, "data: [DONE]\n\n") || !strings.Contains(b, `"completion_tokens":300`) {
+		t.Fatalf("the stream in flight at the removal ended: %.200q", b[max(0, len(b)-200):])
+	}
+	waitUntil(t, "h100-a forgotten", func() bool { _, ok := h.engineList(t)["h100-a"]; return !ok })
 }
