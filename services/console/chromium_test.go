@@ -2,13 +2,16 @@ package console
 
 import (
 	"context"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -131,5 +134,58 @@ func checkCalibrationRendered(t *testing.T, dom string) {
 		if off != want || e == "" {
 			t.Errorf("east-h100-0 %s: off %v (error %q), want off %v with an error", name, off, e, want)
 		}
+	}
+}
+
+var removeButton = regexp.MustCompile(`data-remove-engine="[a-z]`) // not the script's own text
+
+// TestPageMembersControls: with a members API the page has a remove
+// button per engine and an add form; clicking them (a script added to
+// the page for the test) posts to the API, and the page shows its answer.
+func TestPageMembersControls(t *testing.T) {
+	c, _ := played(t, 10, func(cfg *Config) { cfg.MembersURL = "/v1/dev/engines" })
+	var mu sync.Mutex
+	var posts []string
+	clicks := `<script>setTimeout(() => {
+  document.querySelector('[data-remove-engine="eu-a100-0"]').click();
+  $("addname").value = "east-h100-9";
+  $("addlike").value = "east-h100-1";
+  setTimeout(() => $("addbtn").click(), 300);
+}, 1500);</script></body>`
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Write([]byte(strings.Replace(string(page), "</body>", clicks, 1)))
+	})
+	mux.Handle("GET /api/state", c.Handler())
+	mux.HandleFunc("POST /v1/dev/engines/{name}/{op}", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		posts = append(posts, r.URL.RequestURI())
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"engines": ["east-h100-0", "east-h100-9"], "simulated": []}`))
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	dom := headless(t, srv.URL+"/", "--dump-dom")
+	if !strings.Contains(dom, `data-remove-engine="eu-a100-0"`) || !strings.Contains(dom, `<option value="east-h100-1">`) {
+		t.Fatalf("no remove buttons or like choices rendered")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{"/v1/dev/engines/eu-a100-0/remove", "/v1/dev/engines/east-h100-9/add?like=east-h100-1"}
+	if !slices.Equal(posts, want) {
+		t.Fatalf("posts %v, want %v", posts, want)
+	}
+	if !strings.Contains(dom, "add east-h100-9: engines east-h100-0, east-h100-9") {
+		t.Errorf("the API's answer not shown")
+	}
+
+	// Without a members API: no controls.
+	c2, _ := played(t, 2, nil)
+	srv2 := httptest.NewServer(c2.Handler())
+	defer srv2.Close()
+	if dom := headless(t, srv2.URL+"/", "--dump-dom"); removeButton.MatchString(dom) || !strings.Contains(dom, `<div id="members" hidden=""`) {
+		t.Errorf("members controls shown without a members API")
 	}
 }

@@ -28,8 +28,12 @@ type Config struct {
 	EngineStatsTTL time.Duration
 	// Links tell the user where the rest of the fleet is (brokers,
 	// metrics), shown in the page's header.
-	Links  []Link
-	Logger *slog.Logger // nil discards logs
+	Links []Link
+	// MembersURL, when set, is the base of an admin API that adds and
+	// removes engines (ilb dev's /v1/dev/engines: POST BASE/NAME/add?like=
+	// ENGINE and BASE/NAME/remove); the page then has controls for it.
+	MembersURL string
+	Logger     *slog.Logger // nil discards logs
 }
 
 // Link is one "where is it" line of the page.

@@ -71,7 +71,8 @@ func (c *Console) read(ctx context.Context, now time.Time) inputs {
 
 // emptyState is the state before the first sample.
 func (c *Console) emptyState(now time.Time) State {
-	st := State{Title: c.cfg.Title, Now: now, SampleSeconds: c.cfg.SampleInterval.Seconds(), Links: c.cfg.Links}
+	st := State{Title: c.cfg.Title, Now: now, SampleSeconds: c.cfg.SampleInterval.Seconds(), Links: c.cfg.Links,
+		MembersURL: c.cfg.MembersURL}
 	if st.Links == nil {
 		st.Links = []Link{}
 	}

@@ -13,8 +13,9 @@ type State struct {
 	SampleSeconds float64           `json:"sample_seconds"`
 	Samples       int64             `json:"samples"`
 	Links         []Link            `json:"links"`
-	Engines       []EngineView      `json:"engines"`  // fleet order
-	Clusters      []ClusterView     `json:"clusters"` // fleet order
+	MembersURL    string            `json:"members_url,omitempty"` // Config.MembersURL
+	Engines       []EngineView      `json:"engines"`               // fleet order
+	Clusters      []ClusterView     `json:"clusters"`              // fleet order
 	Optimizer     *PlanView         `json:"optimizer,omitempty"`
 	Traffic       *TrafficView      `json:"traffic,omitempty"`
 	History       History           `json:"history"`

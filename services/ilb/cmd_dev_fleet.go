@@ -227,6 +227,7 @@ func (d *devFleet) buildDataPlane() error {
 func (d *devFleet) buildConsole() error {
 	cfg := console.DefaultConfig(d.plan.fleet)
 	cfg.Links = d.links()
+	cfg.MembersURL = "/v1/dev/engines" // devMembers.mount
 	cfg.Logger = d.log.With("service", "console")
 	c, err := console.New(cfg, console.Sources{Plan: optimizerPlan{d.opt}, Routing: dataplaneRouting{d.dp},
 		Engines: aggregatorEngines{d.agg}, Traffic: trafficSource{d}})
