@@ -27,6 +27,23 @@ func ExampleFleet() *Fleet {
 	return f
 }
 
+// ExampleFleetOneModel is ExampleFleet with its models taken out (no
+// engine lists models, no default_model, no model_shares): one implicit
+// model, so one request class and demand rows named like the clusters,
+// as every fleet was before models. For tests of single-class behaviour
+// on the example's engines and clusters.
+func ExampleFleetOneModel() *Fleet {
+	f := ExampleFleet()
+	f.DefaultModel = ""
+	for i := range f.Engines {
+		f.Engines[i].Models = nil
+	}
+	for i := range f.Clusters {
+		f.Clusters[i].ModelShares = nil
+	}
+	return f
+}
+
 // ExampleFleetYAML returns the example fleet's YAML, comments included,
 // for `ilb dev` to show or write out as a starting point.
 func ExampleFleetYAML() []byte {

@@ -144,3 +144,54 @@ func TestExampleFleetRTT(t *testing.T) {
 		t.Errorf("checked %d pairs, want 6", checked)
 	}
 }
+
+// TestExampleFleetModels: the example fleet serves two models, one on
+// every engine and one on a subset that every cluster can reach (one
+// engine per region); ExampleFleetOneModel has one implicit model.
+func TestExampleFleetModels(t *testing.T) {
+	f := ExampleFleet()
+	ms := f.Models()
+	if len(ms) != 2 || len(f.Classes()) != 2 {
+		t.Fatalf("models %v, classes %v: want two models, one class each", ms, f.Classes())
+	}
+	served := map[string]int{}
+	for _, e := range f.Engines {
+		for _, m := range f.EngineModels(e) {
+			served[m]++
+		}
+	}
+	everywhere, subset := 0, 0
+	for _, m := range ms {
+		switch n := served[m]; {
+		case n == len(f.Engines):
+			everywhere++
+		case n > 0:
+			subset++
+		}
+	}
+	if everywhere != 1 || subset != 1 {
+		t.Fatalf("engines per model %v: want one model everywhere and one on a subset", served)
+	}
+	for _, c := range f.Clusters {
+		mix, err := f.ModelMix(c)
+		if err != nil || len(mix) != 2 {
+			t.Fatalf("cluster %s: model mix %v %v", c.Name, mix, err)
+		}
+		for _, m := range ms {
+			reach := false
+			for _, e := range f.EligibleEngines(c) {
+				reach = reach || f.ServesModel(e, m)
+			}
+			if !reach {
+				t.Errorf("cluster %s reaches no engine serving %s", c.Name, m)
+			}
+		}
+	}
+	one := ExampleFleetOneModel()
+	if one.ExplicitModels() || len(one.Classes()) != 1 || len(one.Engines) != len(f.Engines) {
+		t.Fatalf("ExampleFleetOneModel: explicit %v, classes %v", one.ExplicitModels(), one.Classes())
+	}
+	if err := one.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -88,6 +88,18 @@ type Routing struct {
 	ShedTotal    int64          `json:"shed_total"`
 	RefusedTotal int64          `json:"refused_total"`
 	Engines      []RoutedEngine `json:"engines,omitempty"`
+	// Classes are the weights per model (and prompt band) in a fleet of
+	// more than one request class: GET /v1/routing's classes.
+	Classes []RoutedClass `json:"classes,omitempty"`
+}
+
+// RoutedClass is one request class's weights in a cluster's snapshot.
+type RoutedClass struct {
+	Model           string             `json:"model"`
+	MinPromptTokens int                `json:"min_prompt_tokens,omitempty"`
+	MaxPromptTokens int                `json:"max_prompt_tokens,omitempty"`
+	Weights         map[string]float64 `json:"weights"`
+	ShedFraction    float64            `json:"shed_fraction"`
 }
 
 // RoutedEngine is the data plane's live view of one engine of a cluster.

@@ -185,6 +185,10 @@ func (p *Plan) clean() {
 func (r *Routing) clean() {
 	r.AgeSeconds, r.ShedFraction = finite(r.AgeSeconds), finite(r.ShedFraction)
 	r.Weights = cleanWeights(r.Weights)
+	for i := range r.Classes {
+		k := &r.Classes[i]
+		k.Weights, k.ShedFraction = cleanWeights(k.Weights), finite(k.ShedFraction)
+	}
 }
 
 func (e *EngineStats) clean() {

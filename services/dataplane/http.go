@@ -84,6 +84,18 @@ type routingInfo struct {
 	ShedTotal    int64        `json:"shed_total"`
 	RefusedTotal int64        `json:"refused_total"`
 	Engines      []engineInfo `json:"engines"`
+	// Classes are the request classes' own routing, in a fleet of more
+	// than one class (models.go): each class's table shares over the
+	// engines that serve it (renormalised), times 1 − its shed fraction.
+	Classes []classInfo `json:"classes,omitempty"`
+}
+
+type classInfo struct {
+	Model           string             `json:"model"`
+	MinPromptTokens int                `json:"min_prompt_tokens,omitempty"`
+	MaxPromptTokens int                `json:"max_prompt_tokens,omitempty"`
+	Weights         map[string]float64 `json:"weights"`
+	ShedFraction    float64            `json:"shed_fraction"`
 }
 
 type engineInfo struct {
@@ -132,6 +144,24 @@ func (d *DataPlane) routingInfo(c *cluster, now time.Time) routingInfo {
 		info.Weights = snap.Weights
 		created := snap.CreatedAt
 		info.CreatedAt = &created
+	}
+	for k, q := range p.sub {
+		cl := p.cat.classes[k]
+		ci := classInfo{Model: cl.Model, MinPromptTokens: cl.MinPromptTokens, MaxPromptTokens: cl.MaxPromptTokens,
+			Weights: map[string]float64{}, ShedFraction: q.shed}
+		if q.table != nil {
+			total := 0.0
+			for i, w := range q.table.Weights() {
+				if name := q.slots[i].eng.name; w > 0 && p.cat.serve(name, k) {
+					ci.Weights[name] = w
+					total += w
+				}
+			}
+			for name := range ci.Weights {
+				ci.Weights[name] *= (1 - q.shed) / total
+			}
+		}
+		info.Classes = append(info.Classes, ci)
 	}
 	if p.table == nil {
 		return info

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -162,6 +163,23 @@ func TestModelRoutingClasses(t *testing.T) {
 		// Not listed: the top-level weights over the engines serving it.
 		if got, err := pickModel(d, "fe-a", "small", 3000, key); err != nil || got != "eng-b" {
 			t.Fatalf("small prompt of 3000 tokens: %s %v", got, err)
+		}
+	}
+	// GET /v1/routing shows each class's weights, over its engines only.
+	info := decodeJSON[routingInfo](t, getPath(d.Handler(), "/v1/routing?cluster=fe-a"))
+	want := map[string]map[string]float64{"big/2000": {"eng-a": 1}, "small/100": {"eng-c": 1}, "small/2000": {"eng-b": 1}, "small/0": {"eng-b": 1}}
+	if len(info.Classes) != 4 {
+		t.Fatalf("classes %+v, want 4", info.Classes)
+	}
+	for _, ci := range info.Classes {
+		w := want[ci.Model+"/"+strconv.Itoa(ci.MaxPromptTokens)]
+		if len(ci.Weights) != len(w) {
+			t.Fatalf("class %+v, want weights %v", ci, w)
+		}
+		for e, v := range w {
+			if math.Abs(ci.Weights[e]-v) > 0.01 {
+				t.Fatalf("class %+v, want weights %v", ci, w)
+			}
 		}
 	}
 }

@@ -68,6 +68,7 @@ type routingBody struct {
 			InFlight  int64  `json:"in_flight"`
 			Picks     int64  `json:"picks"`
 		} `json:"engines"`
+		Classes []console.RoutedClass `json:"classes"`
 	} `json:"clusters"`
 }
 
@@ -94,7 +95,8 @@ func (a dataplaneRouting) Routing(ctx context.Context) ([]console.Routing, error
 	for _, name := range names {
 		c := body.Clusters[name]
 		r := console.Routing{Cluster: name, Ready: c.Ready, Version: c.Version, AgeSeconds: c.AgeSeconds,
-			Stale: c.Stale, ShedFraction: c.ShedFraction, Weights: c.Weights, ShedTotal: c.ShedTotal, RefusedTotal: c.RefusedTotal}
+			Stale: c.Stale, ShedFraction: c.ShedFraction, Weights: c.Weights, ShedTotal: c.ShedTotal, RefusedTotal: c.RefusedTotal,
+			Classes: c.Classes}
 		for _, e := range c.Engines {
 			r.Engines = append(r.Engines, console.RoutedEngine{Name: e.Name, Available: e.Available,
 				Reason: e.Reason, InFlight: e.InFlight, Picks: e.Picks})

@@ -261,3 +261,120 @@ func TestReachable(t *testing.T) {
 		}
 	}
 }
+
+// TestDevRoutesByModel is issue 14's done-when over HTTP: `ilb dev` on its
+// two-model example fleet (llama-2-70b everywhere, llama-2-70b-code on one
+// engine per region) answers a request for each model from every cluster
+// from an engine that serves it (X-Ilb-Engine), lists both models, and
+// answers an unknown model 404 model_not_found in OpenAI's envelope.
+func TestDevRoutesByModel(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	d := startDev(t, "--time-scale", "4", "--rate", "2")
+	defer http.DefaultClient.CloseIdleConnections()
+	base := "http://" + d.info.HTTP
+	fleet := schemas.ExampleFleet()
+	waitState(t, base, 40*time.Second, "a snapshot on every cluster", func(st map[string]any) bool {
+		for _, c := range st["clusters"].([]any) {
+			r, _ := c.(map[string]any)["routing"].(map[string]any)
+			if r == nil || r["ready"] != true {
+				return false
+			}
+		}
+		return true
+	})
+	models := fleet.Models()
+	if len(models) != 2 {
+		t.Fatalf("the example fleet serves %v, want two models", models)
+	}
+	code, b := httpDo(t, "GET", base+"/v1/models", "")
+	if code != 200 || !bytes.Contains(b, []byte(`"id":"`+models[0]+`"`)) || !bytes.Contains(b, []byte(`"id":"`+models[1]+`"`)) {
+		t.Fatalf("GET /v1/models = %d %s, want %v", code, b, models)
+	}
+	chat := func(cluster, model, conv string) (int, string, []byte) {
+		body := `{"model":"` + model + `","max_tokens":4,"messages":[{"role":"user","content":"route me by model"}]}`
+		req, err := http.NewRequest("POST", base+"/v1/chat/completions", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Ilb-Cluster", cluster)
+		req.Header.Set("X-Conversation-Id", conv)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("POST chat for %s from %s: %v", model, cluster, err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("X-Ilb-Engine"), out
+	}
+	for _, c := range fleet.Clusters {
+		for _, m := range models {
+			for i := range 4 {
+				conv := c.Name + "-" + m + "-" + strconv.Itoa(i)
+				code, engine, out := chat(c.Name, m, conv)
+				// Local admission counts the requests sent to an engine
+				// since its last status as waiting: back-to-back requests
+				// to a model's one engine in a region may be told to
+				// retry later, as a client would.
+				for try := 0; code == http.StatusTooManyRequests && try < 40; try++ {
+					time.Sleep(250 * time.Millisecond)
+					code, engine, out = chat(c.Name, m, conv)
+				}
+				fe, ok := fleet.Engine(engine)
+				if code != 200 || !ok || !fleet.ServesModel(fe, m) || !fleet.Eligible(c, fe) {
+					t.Fatalf("%s from %s: %d from engine %q (%.300s), want 200 from an engine serving it that the cluster may use",
+						m, c.Name, code, engine, out)
+				}
+			}
+		}
+	}
+	checkModelWeightsInChromium(t, base, fleet)
+	code, _, out := chat("fe-east", "gpt-nope", "unknown-model")
+	var env struct {
+		Error struct{ Message, Type, Code string } `json:"error"`
+	}
+	if code != 404 || json.Unmarshal(out, &env) != nil || env.Error.Code != "model_not_found" || env.Error.Type != "invalid_request_error" {
+		t.Fatalf("unknown model: %d %s, want 404 model_not_found", code, out)
+	}
+	d.stop(t)
+}
+
+var renderedModelWeight = regexp.MustCompile(`data-model-cluster="([^"]+)" data-model="([^"]+)" data-model-engine="([^"]+)" data-model-weight="([0-9.]+)"`)
+
+// checkModelWeightsInChromium loads the page in headless Chromium and
+// checks it shows each cluster's weights per model, each model's summing
+// to 1 over engines that serve it; it skips without Chromium.
+func checkModelWeightsInChromium(t *testing.T, base string, fleet *schemas.Fleet) {
+	const chromium = "/usr/bin/chromium"
+	if _, err := os.Stat(chromium); err != nil {
+		t.Logf("skipping the browser check: no Chromium at %s (CI installs it)", chromium)
+		return
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	args := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
+		"--user-data-dir=" + t.TempDir(), "--virtual-time-budget=5000", "--dump-dom", base + "/"}
+	dom, err := exec.CommandContext(ctx, chromium, args...).Output()
+	if err != nil {
+		t.Fatalf("chromium: %v", err)
+	}
+	sums := map[string]float64{}
+	for _, m := range renderedModelWeight.FindAllSubmatch(dom, -1) {
+		cluster, model, engine := string(m[1]), string(m[2]), string(m[3])
+		fe, ok := fleet.Engine(engine)
+		if !ok || !fleet.ServesModel(fe, model) {
+			t.Errorf("page shows %s of %s on %s, which does not serve it", model, cluster, engine)
+		}
+		w, _ := strconv.ParseFloat(string(m[4]), 64)
+		sums[cluster+" "+model] += w
+	}
+	for _, c := range fleet.Clusters {
+		for _, m := range fleet.Models() {
+			// Shed is drawn apart; the example fleet sheds little.
+			if s := sums[c.Name+" "+m]; s < 0.5 || s > 1.01 {
+				t.Errorf("page shows weights of %s for %s summing to %.4f, want about 1", c.Name, m, s)
+			}
+		}
+	}
+}

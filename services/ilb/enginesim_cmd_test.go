@@ -78,7 +78,8 @@ func TestEngineSimServesAndPublishes(t *testing.T) {
 	}
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{}}
 	defer client.CloseIdleConnections()
-	body := `{"model":"m","messages":[{"role":"user","content":"hello"}],"max_tokens":3}`
+	// A model the example fleet's engines serve (they answer others 404).
+	body := `{"model":"llama-2-70b","messages":[{"role":"user","content":"hello"}],"max_tokens":3}`
 	req, _ := http.NewRequest(http.MethodPost, base+"/v1/chat/completions", strings.NewReader(body))
 	req.Header.Set("X-Conversation-Id", "cli-1")
 	resp, err := client.Do(req)

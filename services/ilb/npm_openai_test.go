@@ -7,9 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ilb-router/ilb/schemas"
 )
 
 // npmDir holds the npm openai client check; .ci/run installs the package
@@ -19,6 +22,7 @@ const npmDir = "testdata/openai-npm"
 // npmResult is what client.mjs prints.
 type npmResult struct {
 	Models []string `json:"models"`
+	Model  string   `json:"model"` // the one the calls name: the last listed
 	Turns  []struct {
 		Engine string `json:"engine"`
 		Chars  int    `json:"chars"`
@@ -30,6 +34,7 @@ type npmResult struct {
 	}
 	CompletionStream struct{ Chunks, Chars int } `json:"completionStream"`
 	UnknownModel     *npmError                   `json:"unknownModel"`
+	UnknownChat      *npmError                   `json:"unknownChat"`
 	Shed             *npmError                   `json:"shed"`
 }
 
@@ -102,13 +107,27 @@ func TestNPMOpenAIClient(t *testing.T) {
 	if err := json.Unmarshal(b, &models); code != 200 || err != nil || len(models.Data) == 0 {
 		t.Fatalf("GET /v1/models = %d %s", code, b)
 	}
-	checkNPMResult(t, &r, models.Data[0].ID)
+	var ids []string
+	for _, m := range models.Data {
+		ids = append(ids, m.ID)
+	}
+	checkNPMResult(t, &r, ids)
+	// The conversation named a model only some engines serve: its engine
+	// serves it.
+	fleet := schemas.ExampleFleet()
+	if fe, ok := fleet.Engine(r.Turns[0].Engine); !ok || !fleet.ServesModel(fe, r.Model) {
+		t.Errorf("the conversation for %s went to %q, which does not serve it", r.Model, r.Turns[0].Engine)
+	}
 }
 
-func checkNPMResult(t *testing.T, r *npmResult, model string) {
+func checkNPMResult(t *testing.T, r *npmResult, models []string) {
 	t.Helper()
-	if len(r.Models) == 0 || r.Models[0] != model {
-		t.Errorf("models.list() = %v, want what GET /v1/models lists (%s first)", r.Models, model)
+	if !slices.Equal(r.Models, models) || len(models) == 0 || r.Model != models[len(models)-1] {
+		t.Fatalf("models.list() = %v (calls name %q), want what GET /v1/models lists: %v", r.Models, r.Model, models)
+	}
+	if e := r.UnknownChat; e == nil || e.Status != 404 || e.Name != "NotFoundError" || e.Code != "model_not_found" ||
+		e.Type != "invalid_request_error" || e.Message == "" {
+		t.Errorf("a chat for an unknown model raised %+v, want NotFoundError 404 model_not_found", e)
 	}
 	if len(r.Turns) != 3 || r.Turns[0].Engine == "" || r.Turns[1].Engine != r.Turns[0].Engine || r.Turns[2].Engine != r.Turns[0].Engine {
 		t.Errorf("three turns with no id and no user went to %+v, want one engine", r.Turns)

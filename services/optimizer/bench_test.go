@@ -14,7 +14,7 @@ import (
 // front-end clusters over regions regions, engines engines spread over
 // them, every cluster able to use every engine.
 func bigFleet(clusters, engines, regions int) *schemas.Fleet {
-	base := schemas.ExampleFleet()
+	base := schemas.ExampleFleetOneModel()
 	f := &schemas.Fleet{MaxUtilization: 0.95, BlockTokens: 512, NetworkMs: map[string]map[string]float64{},
 		TTFTSLOMs: 2000, MeanOutputTokens: 200, ShedPenaltyMs: 60000}
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -75,7 +75,7 @@ func BenchmarkSolve(b *testing.B) {
 		name string
 		f    *schemas.Fleet
 	}{
-		{"example-3x6", schemas.ExampleFleet()},
+		{"example-3x6", schemas.ExampleFleetOneModel()},
 		{"20x200", bigFleet(20, 200, 5)},
 		{"50x1000", bigFleet(50, 1000, 8)},
 	} {

@@ -13,7 +13,7 @@ import (
 // holds), and from the next one the requests queueing on an engine count
 // as demand of the clusters that completed there.
 func TestDemandCountsQueueGrowth(t *testing.T) {
-	f := schemas.ExampleFleet()
+	f := schemas.ExampleFleetOneModel()
 	in := newInputs(f)
 	d := newDemand(DefaultConfig(f).Demand)
 	status := func(k int, inflight float64) schemas.Feature {

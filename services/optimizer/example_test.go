@@ -11,7 +11,7 @@ import (
 // parameters: here the example fleet's H100 and A100 for 1000-token prompts
 // and 200 output tokens.
 func ExamplePriorProfile() {
-	f := schemas.ExampleFleet()
+	f := schemas.ExampleFleetOneModel()
 	for _, name := range []string{"east-h100-0", "east-a100-0"} {
 		e, _ := f.Engine(name)
 		p := optimizer.PriorProfile(e, 1000, 200)

@@ -126,7 +126,7 @@ type exampleSnapshots struct {
 
 func (e *exampleSnapshots) next(tb testing.TB) []*schemas.Snapshot {
 	tb.Helper()
-	f := schemas.ExampleFleet()
+	f := schemas.ExampleFleetOneModel()
 	if e.tables == nil {
 		e.tables = map[string]*sched.Table{}
 	}

@@ -14,7 +14,7 @@ import (
 // profiles decoders: they must return rows or an error that names a
 // counted reason, never panic, and rows they return must round-trip.
 func FuzzDecodeRecord(f *testing.F) {
-	fleet := schemas.ExampleFleet()
+	fleet := schemas.ExampleFleetOneModel()
 	rec := schemas.FeaturesToRecord(memory.DefaultAllocator, trafficRows(fleet, 1, exampleDemand, nil))
 	valid, err := arrowipc.EncodeStream(schemas.FeatureSchema, rec)
 	rec.Release()

@@ -23,7 +23,7 @@ func TestMetricNames(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = tel.Shutdown(ctx) })
 	js := jetStream(t, streamstest.NATS(t))
-	o, err := New(testConfig(schemas.ExampleFleet(), "opt-m"), Deps{JetStream: js, Meter: tel.Meter, Metrics: tel.MetricsHandler()})
+	o, err := New(testConfig(schemas.ExampleFleetOneModel(), "opt-m"), Deps{JetStream: js, Meter: tel.Meter, Metrics: tel.MetricsHandler()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -63,7 +63,7 @@ func newAuthOptimizer(t *testing.T, js jetstream.JetStream, nc *nats.Conn, logs 
 	t.Helper()
 	kc := kafka.DefaultClientConfig()
 	kc.Brokers = []string{"127.0.0.1:1"}
-	o, err := New(testConfig(schemas.ExampleFleet(), "opt-auth"), Deps{JetStream: js, NATS: nc, Kafka: &kc,
+	o, err := New(testConfig(schemas.ExampleFleetOneModel(), "opt-auth"), Deps{JetStream: js, NATS: nc, Kafka: &kc,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)

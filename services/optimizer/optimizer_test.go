@@ -22,7 +22,7 @@ var exampleDemand = map[string]float64{"fe-east": 5.4, "fe-west": 1.2, "fe-eu": 
 // manifest at the same fleet-wide version; a fitted profile replaces the
 // prior.
 func TestOptimizerPublishesEveryCluster(t *testing.T) {
-	f := schemas.ExampleFleet()
+	f := schemas.ExampleFleetOneModel()
 	b := newBrokers(t)
 	cfg := testConfig(f, "opt-0")
 	cfg.LeaseDuration = time.Second
@@ -177,7 +177,7 @@ func remote(s *schemas.Snapshot) float64 {
 // engine in west-us. Within a bounded number of solves its weights move
 // to spare capacity in east-us, and then stay: no swing back and forth.
 func TestOptimizerDemandSwing(t *testing.T) {
-	f := schemas.ExampleFleet()
+	f := schemas.ExampleFleetOneModel()
 	b := newBrokers(t)
 	b.start(t, testConfig(f, "opt-0"))
 	waitFor(t, 10*time.Second, "the first version", func() bool { return b.version(t) >= 1 })
@@ -232,7 +232,7 @@ func TestOptimizerDemandSwing(t *testing.T) {
 // TestOptimizerUnhealthyEngine: an engine reported unhealthy gets no
 // weight in the next snapshot of any cluster.
 func TestOptimizerUnhealthyEngine(t *testing.T) {
-	f := schemas.ExampleFleet()
+	f := schemas.ExampleFleetOneModel()
 	b := newBrokers(t)
 	o, _ := b.start(t, testConfig(f, "opt-0"))
 	waitFor(t, 10*time.Second, "the first version", func() bool { return b.version(t) >= 1 })

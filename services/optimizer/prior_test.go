@@ -55,7 +55,7 @@ func simulate(t testing.TB, fe schemas.FleetEngine, loadRPS float64, prompt, out
 // the capacity is where the simulated queue starts to diverge, and the
 // latency curves stay close below it.
 func TestPriorMatchesEngineModel(t *testing.T) {
-	f := schemas.ExampleFleet()
+	f := schemas.ExampleFleetOneModel()
 	for _, name := range []string{"east-h100-0", "east-a100-0"} {
 		fe, _ := f.Engine(name)
 		p := PriorProfile(fe, 1000, 200)
@@ -83,7 +83,7 @@ func TestPriorMatchesEngineModel(t *testing.T) {
 // fleet's comments derive by hand (about 3.6 rps per H100, 1.9 per A100 at
 // 1000-token prompts and 200 output tokens), and replicas scale capacity.
 func TestPriorExampleFleetSizing(t *testing.T) {
-	f := schemas.ExampleFleet()
+	f := schemas.ExampleFleetOneModel()
 	for _, c := range []struct {
 		engine string
 		want   float64

@@ -39,7 +39,7 @@ func TestScheduleDue(t *testing.T) {
 }
 
 func TestDerateRules(t *testing.T) {
-	f := schemas.ExampleFleet()
+	f := schemas.ExampleFleetOneModel()
 	cfg := DefaultConfig(f).Derate
 	const eng = "east-h100-0"
 	for _, c := range []struct {
@@ -85,7 +85,7 @@ func TestDerateRules(t *testing.T) {
 }
 
 func TestDerateReplicas(t *testing.T) {
-	f := schemas.ExampleFleet()
+	f := schemas.ExampleFleetOneModel()
 	f.Engines[0].Replicas = 4
 	in := newInputs(f)
 	r := engineRow(3, f.Engines[0].Name, 1)
@@ -101,7 +101,7 @@ func TestDerateReplicas(t *testing.T) {
 }
 
 func TestInputsKeepLatest(t *testing.T) {
-	f := schemas.ExampleFleet()
+	f := schemas.ExampleFleetOneModel()
 	in := newInputs(f)
 	if !in.addFeatures([]schemas.Feature{engineRow(5, "eu-h100-0", 2)}) {
 		t.Fatal("first row: not kept")
@@ -124,7 +124,7 @@ func TestInputsKeepLatest(t *testing.T) {
 }
 
 func TestDemandEstimate(t *testing.T) {
-	f := schemas.ExampleFleet()
+	f := schemas.ExampleFleetOneModel()
 	in := newInputs(f)
 	d := newDemand(DefaultConfig(f).Demand)
 	if got := d.rps("fe-east", 7); got != 7 {
@@ -161,7 +161,7 @@ func TestDemandEstimate(t *testing.T) {
 }
 
 func TestPriorDemand(t *testing.T) {
-	f := schemas.ExampleFleet()
+	f := schemas.ExampleFleetOneModel()
 	caps := derate(DefaultConfig(f).Derate, newInputs(f), 1000)
 	got := priorDemand(f, routing.NewRows(f), caps, 0.5)
 	if math.Abs(got["fe-east"]-12*0.45) > 1e-9 || math.Abs(got["fe-eu"]-12*0.25) > 1e-9 {
@@ -179,7 +179,7 @@ func TestPriorDemand(t *testing.T) {
 }
 
 func TestBuildProblemEligibility(t *testing.T) {
-	f := schemas.ExampleFleet()
+	f := schemas.ExampleFleetOneModel()
 	in := newInputs(f)
 	rows := []schemas.Feature{}
 	for _, e := range f.Engines {
@@ -295,7 +295,7 @@ func TestPlans(t *testing.T) {
 // TestConfigValidatesDerate: Config.Validate runs routing's check of the
 // derate settings (its rules are tested there) and says which part failed.
 func TestConfigValidatesDerate(t *testing.T) {
-	cfg := DefaultConfig(schemas.ExampleFleet())
+	cfg := DefaultConfig(schemas.ExampleFleetOneModel())
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("default config: %v", err)
 	}
@@ -310,7 +310,7 @@ func TestConfigValidatesDerate(t *testing.T) {
 // what the engine model of its fleet parameters can serve is capped at
 // routing.FitCapacitySlack × the prior; one below it is kept.
 func TestFittedCapacityCappedByPrior(t *testing.T) {
-	f := schemas.ExampleFleet()
+	f := schemas.ExampleFleetOneModel()
 	in := newInputs(f)
 	e := f.Engines[0]
 	pr := PriorProfile(e, 1024, f.MeanOutputTokens)

@@ -25,7 +25,7 @@ import (
 // the solve span, the publish span is its child, and the snapshot's NATS
 // message headers carry the publish span's context.
 func TestTraceFromFeaturesToSnapshot(t *testing.T) {
-	f := schemas.ExampleFleet()
+	f := schemas.ExampleFleetOneModel()
 	b := newBrokers(t)
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))

@@ -72,7 +72,7 @@ func firstKept(m map[uint64]string) uint64 {
 // compare-and-swap alone must keep every key's versions increasing and
 // unique, and the losers count conflicts and reload.
 func TestTwoOptimizersWithoutLease(t *testing.T) {
-	f := schemas.ExampleFleet()
+	f := schemas.ExampleFleetOneModel()
 	b := newBrokers(t)
 	a, stopA := b.start(t, testConfig(f, "opt-a"))
 	c, stopC := b.start(t, testConfig(f, "opt-c"))
@@ -102,7 +102,7 @@ func TestTwoOptimizersWithoutLease(t *testing.T) {
 // TestTwoOptimizersWithLease: with leader election on only the lease
 // holder publishes; when it stops, the other takes over.
 func TestTwoOptimizersWithLease(t *testing.T) {
-	f := schemas.ExampleFleet()
+	f := schemas.ExampleFleetOneModel()
 	b := newBrokers(t)
 	cfgA, cfgC := testConfig(f, "opt-a"), testConfig(f, "opt-c")
 	cfgA.LeaseDuration, cfgC.LeaseDuration = 600*time.Millisecond, 600*time.Millisecond

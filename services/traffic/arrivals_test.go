@@ -51,7 +51,7 @@ func TestArrivalsDeterministicGivenSeed(t *testing.T) {
 func TestArrivalRateFollowsSwing(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.TotalDemandRPS = 40
-	cfg.Clusters = []Cluster{{"a", 0.75}, {"b", 0.25}}
+	cfg.Clusters = []Cluster{{Name: "a", DemandShare: 0.75}, {Name: "b", DemandShare: 0.25}}
 	cfg.Swings = []Swing{{"a", 3, time.Minute, 2 * time.Minute, 4 * time.Minute}, {"b", 0, 0, time.Hour, 0}}
 	const hours = 4
 	at, _ := plan(&cfg, 0, hours*time.Hour)

@@ -106,7 +106,7 @@ func newClient(cfg *Config) *client {
 func (c *client) send(ctx context.Context, s *Script, msgs []message, maxTokens int) result {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	body, err := json.Marshal(chatRequest{Model: "ilb-traffic", Messages: msgs, MaxTokens: maxTokens,
+	body, err := json.Marshal(chatRequest{Model: cmp.Or(s.Model, "ilb-traffic"), Messages: msgs, MaxTokens: maxTokens,
 		Stream: c.stream, StreamOptions: c.streamOptions(), User: s.ID})
 	if err != nil {
 		return result{err: fmt.Errorf("encode request: %w", err)}

@@ -20,6 +20,10 @@ type Cluster struct {
 	Name string
 	// DemandShare is the cluster's share of Config.TotalDemandRPS.
 	DemandShare float64
+	// Models is the cluster's model mix: each conversation names one
+	// model, drawn by share. Empty: requests name the placeholder model
+	// "ilb-traffic" (a fleet whose engines list no models routes any).
+	Models []schemas.ModelShare
 }
 
 // Config is everything a Generator needs. Build it with DefaultConfig.
@@ -98,11 +102,17 @@ func DefaultConfig() Config {
 }
 
 // ClustersOf returns the fleet's front-end clusters with their demand
-// shares, in fleet order.
+// shares and, in a fleet whose engines list models, their model mix
+// (model_shares, else all default_model: schemas.Fleet.ModelMix), in
+// fleet order.
 func ClustersOf(f *schemas.Fleet) []Cluster {
 	out := make([]Cluster, 0, len(f.Clusters))
 	for _, c := range f.Clusters {
-		out = append(out, Cluster{Name: c.Name, DemandShare: c.DemandShare})
+		cl := Cluster{Name: c.Name, DemandShare: c.DemandShare}
+		if f.ExplicitModels() {
+			cl.Models, _ = f.ModelMix(c) // a validated fleet can tell
+		}
+		out = append(out, cl)
 	}
 	return out
 }

@@ -14,7 +14,7 @@ func testConfig(plane *fakePlane) Config {
 	cfg := DefaultConfig()
 	cfg.BaseURL = "http://plane.test"
 	cfg.Transport = pipeTransport{plane}
-	cfg.Clusters = []Cluster{{"fe-a", 0.6}, {"fe-b", 0.3}, {"fe-shed", 0.1}}
+	cfg.Clusters = []Cluster{{Name: "fe-a", DemandShare: 0.6}, {Name: "fe-b", DemandShare: 0.3}, {Name: "fe-shed", DemandShare: 0.1}}
 	cfg.TotalDemandRPS = 10
 	cfg.FirstMessageTokens, cfg.MessageTokens = 60, 20 // small bodies: the test measures counts
 	return cfg
@@ -210,7 +210,7 @@ func TestConfigValidate(t *testing.T) {
 		{"dup", func(c *Config) { c.Clusters = append(c.Clusters, c.Clusters[0]) }, "twice"},
 		{"bad name", func(c *Config) { c.Clusters[0].Name = "a b" }, "contains"},
 		{"share", func(c *Config) { c.Clusters[0].DemandShare = math.NaN() }, "demand share"},
-		{"zero shares", func(c *Config) { c.Clusters = []Cluster{{"a", 0}} }, "sum to 0"},
+		{"zero shares", func(c *Config) { c.Clusters = []Cluster{{Name: "a", DemandShare: 0}} }, "sum to 0"},
 		{"rate", func(c *Config) { c.TotalDemandRPS = 0 }, "total demand"},
 		{"swing cluster", func(c *Config) { c.Swings = []Swing{{"nope", 2, 0, time.Second, 0}} }, "unknown cluster"},
 		{"swing window", func(c *Config) { c.Swings = []Swing{{"fe-east", 2, time.Second, 0, 0}} }, "FROM < TO"},

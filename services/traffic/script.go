@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"time"
+
+	"github.com/ilb-router/ilb/schemas"
 )
 
 // bytesPerToken is the tokenizer rule ilb's simulated engines use (and a
@@ -28,12 +30,46 @@ type Turn struct {
 type Script struct {
 	ID      string
 	Cluster string
+	Model   string // "" : the placeholder model (Cluster.Models is empty)
 	Turns   []Turn
 	seed    uint64 // seeds the text of the user messages
 }
 
-// newScript draws conversation number n of cluster from rng.
+// newScript draws conversation number n of cluster from rng, then its
+// model from the cluster's mix (after the rest, so that a fleet of one
+// model draws the same conversations as before models).
 func newScript(cfg *Config, cluster string, n uint64, rng *rand.Rand) Script {
+	s := drawScript(cfg, cluster, n, rng)
+	for _, c := range cfg.Clusters {
+		if c.Name == cluster {
+			s.Model = drawModel(c.Models, rng)
+		}
+	}
+	return s
+}
+
+// drawModel draws a model by share; one model is not drawn.
+func drawModel(mix []schemas.ModelShare, rng *rand.Rand) string {
+	switch len(mix) {
+	case 0:
+		return ""
+	case 1:
+		return mix[0].Model
+	}
+	total := 0.0
+	for _, m := range mix {
+		total += m.Share
+	}
+	u := rng.Float64() * total
+	for _, m := range mix {
+		if u -= m.Share; u < 0 {
+			return m.Model
+		}
+	}
+	return mix[len(mix)-1].Model
+}
+
+func drawScript(cfg *Config, cluster string, n uint64, rng *rand.Rand) Script {
 	s := Script{Cluster: cluster, seed: rng.Uint64()}
 	s.ID = fmt.Sprintf("%s-%06d-%04x", cluster, n, s.seed&0xffff)
 	turns := geometric(rng, cfg.MeanTurns, cfg.MaxTurns)

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ilb-router/ilb/schemas"
 )
 
 func TestScriptShape(t *testing.T) {
@@ -84,5 +86,37 @@ func TestGeometric(t *testing.T) {
 		if n := geometric(rng, 50, 3); n < 1 || n > 3 {
 			t.Fatalf("geometric capped at 3 gave %d", n)
 		}
+	}
+}
+
+// TestScriptModels: a cluster's conversations name its models by share
+// (the example fleet's mix), the same conversation draws the same model,
+// and a cluster without a mix names none (the placeholder model).
+func TestScriptModels(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Clusters = ClustersOf(schemas.ExampleFleet())
+	mix := cfg.Clusters[0].Models
+	if len(mix) < 2 {
+		t.Fatalf("the example fleet's %s has model mix %v, want two models", cfg.Clusters[0].Name, mix)
+	}
+	rng := rand.New(rand.NewPCG(3, 3))
+	counts := map[string]int{}
+	const n = 20000
+	for i := range n {
+		counts[newScript(&cfg, cfg.Clusters[0].Name, uint64(i), rng).Model]++
+	}
+	for _, m := range mix {
+		if got := float64(counts[m.Model]) / n; math.Abs(got-m.Share) > 0.02 {
+			t.Errorf("model %s drawn %.3f of the time, want %.3f", m.Model, got, m.Share)
+		}
+	}
+	a := newScript(&cfg, cfg.Clusters[0].Name, 1, rand.New(rand.NewPCG(1, 2)))
+	b := newScript(&cfg, cfg.Clusters[0].Name, 1, rand.New(rand.NewPCG(1, 2)))
+	if a.Model != b.Model || a.Model == "" {
+		t.Fatalf("same seed, models %q and %q", a.Model, b.Model)
+	}
+	cfg.Clusters = []Cluster{{Name: "x", DemandShare: 1}}
+	if s := newScript(&cfg, "x", 1, rng); s.Model != "" {
+		t.Fatalf("no mix: model %q", s.Model)
 	}
 }

@@ -91,7 +91,7 @@ func TestSwingActiveAndMultiplier(t *testing.T) {
 }
 
 func TestDefaultSwingPicksLargestShare(t *testing.T) {
-	s, err := DefaultSwing([]Cluster{{"x", 0.2}, {"y", 0.5}, {"z", 0.5}})
+	s, err := DefaultSwing([]Cluster{{Name: "x", DemandShare: 0.2}, {Name: "y", DemandShare: 0.5}, {Name: "z", DemandShare: 0.5}})
 	if err != nil {
 		t.Fatal(err)
 	}

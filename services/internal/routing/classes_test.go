@@ -68,7 +68,7 @@ func TestRows(t *testing.T) {
 		}
 	}
 	// A fleet of one class keeps one row per cluster, named like it.
-	ex := schemas.ExampleFleet()
+	ex := schemas.ExampleFleetOneModel()
 	one := NewRows(ex)
 	if !one.Single || one.Len() != len(ex.Clusters) || one.Rows[2].Name != ex.Clusters[2].Name {
 		t.Fatalf("single-class rows %+v", one.Rows)
@@ -230,7 +230,7 @@ func TestLabel(t *testing.T) {
 			t.Errorf("Label(%s, %q, %d) = %q, want %q", tc.engine, tc.model, tc.prompt, got, tc.want)
 		}
 	}
-	if got := NewRows(schemas.ExampleFleet()).Label("east-h100-0", "x", 1); got != "" {
+	if got := NewRows(schemas.ExampleFleetOneModel()).Label("east-h100-0", "x", 1); got != "" {
 		t.Errorf("a fleet of one class labels %q", got)
 	}
 	if n := testing.AllocsPerRun(100, func() { rows.Label("shared", "llama-3-8b", 10) }); n != 0 {

@@ -10,7 +10,7 @@ import (
 
 func newTestDemand(t *testing.T, alpha float64) (*schemas.Fleet, *Demand) {
 	t.Helper()
-	f := schemas.ExampleFleet()
+	f := schemas.ExampleFleetOneModel()
 	d, err := NewDemand(f, DemandConfig{Alpha: alpha, MaxShedCorrection: 0.9})
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +133,7 @@ func TestDemandRowOrder(t *testing.T) {
 
 func TestDemandConfig(t *testing.T) {
 	for _, c := range []DemandConfig{{Alpha: 0, MaxShedCorrection: 0.5}, {Alpha: 1.5}, {Alpha: 0.5, MaxShedCorrection: 1}, {Alpha: math.NaN()}} {
-		if _, err := NewDemand(schemas.ExampleFleet(), c); err == nil {
+		if _, err := NewDemand(schemas.ExampleFleetOneModel(), c); err == nil {
 			t.Errorf("%+v accepted", c)
 		}
 	}
@@ -143,7 +143,7 @@ func TestDemandConfig(t *testing.T) {
 }
 
 func TestPriorDemand(t *testing.T) {
-	f := schemas.ExampleFleet()
+	f := schemas.ExampleFleetOneModel()
 	caps := []float64{4, 4, 2, 2, 4, 2}
 	got := PriorDemand(f, NewRows(f), caps, 0.5)
 	if !near(got[0], f.TotalDemandRPS*0.45) || !near(got[2], f.TotalDemandRPS*0.25) {

@@ -10,7 +10,7 @@ import (
 )
 
 func TestDerate(t *testing.T) {
-	f := schemas.ExampleFleet()
+	f := schemas.ExampleFleetOneModel()
 	f.Engines[1].Replicas = 4
 	for _, c := range []struct {
 		name   string

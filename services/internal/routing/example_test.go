@@ -11,7 +11,7 @@ import (
 // in the next, fe-east's requests queue on east-h100-0 before any has
 // completed, and that growth is fe-east's demand.
 func ExampleDemand() {
-	f := schemas.ExampleFleet()
+	f := schemas.ExampleFleetOneModel()
 	d, _ := routing.NewDemand(f, routing.DemandConfig{Alpha: 0.05, MaxShedCorrection: 0.9})
 	row := func(endS int64, inflight float64) []schemas.Feature {
 		return []schemas.Feature{{Engine: "east-h100-0", WindowStartUnixNano: (endS - 10) * 1e9, WindowEndUnixNano: endS * 1e9,

@@ -11,7 +11,7 @@ import (
 )
 
 func TestBuildProblem(t *testing.T) {
-	f := schemas.ExampleFleet()
+	f := schemas.ExampleFleetOneModel()
 	engines := make([]optimize.Engine, len(f.Engines))
 	for i := range engines {
 		engines[i] = optimize.Engine{Name: "ignored", CapacityRps: 3, TTFT: optimize.TTFT{BaseMs: 100, QueueMs: 50},

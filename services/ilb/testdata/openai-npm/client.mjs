@@ -6,11 +6,14 @@
 import OpenAI from 'openai';
 
 const client = new OpenAI({ baseURL: process.env.ILB_BASE_URL, apiKey: 'unused', maxRetries: 0 });
-const model = 'llama-3-70b';
 const out = {};
 
+// The fleet's models: the conversation below uses the last one listed (in
+// ilb dev's example fleet, the model only some engines serve).
 const models = await client.models.list();
 out.models = models.data.map((m) => m.id);
+const model = out.models[out.models.length - 1];
+out.model = model;
 
 // Three turns of one conversation, no id and no user: the engine of each.
 const messages = [
@@ -54,6 +57,7 @@ const caught = async (call) => {
   }
 };
 out.unknownModel = await caught(() => client.models.retrieve('no-such-model'));
+out.unknownChat = await caught(() => client.chat.completions.create({ model: 'no-such-model', messages: [{ role: 'user', content: 'hi' }] }));
 if (process.env.ILB_SHED_URL) {
   const shed = new OpenAI({ baseURL: process.env.ILB_SHED_URL, apiKey: 'unused', maxRetries: 0 });
   out.shed = await caught(() => shed.chat.completions.create({ model, messages: [{ role: 'user', content: 'hi' }] }));
