@@ -18,7 +18,12 @@ func cmdSolve(ctx context.Context, e *env, args []string) error {
 			"end-to-end latency, and prints the solution as JSON: weights, shed fractions, engine loads, and a\n"+
 			"certificate of optimality (lower_bound_ms, gap, kkt_residual_ms). Malformed problems exit with\n"+
 			"status 2 and a one-line reason.\n\n"+
-			"Example: ilb solve --problem solver/optimize/testdata/talk.json")
+			"Models and request classes: engines may list \"models\" and \"max_context_tokens\", and the\n"+
+			"problem may give \"demands\": [{\"cluster\", \"model\", \"min_prompt_tokens\"?, \"max_prompt_tokens\"?,\n"+
+			"\"demand_rps\"}]; each demand is solved as its own row CLUSTER/CLASS over the engines that serve it,\n"+
+			"sharing their capacity (solver/optimize/README.md, Request classes).\n\n"+
+			"Example: ilb solve --problem solver/optimize/testdata/talk.json\n"+
+			"         ilb solve --problem solver/optimize/testdata/classes.json")
 	problem := fs.String("problem", "", "problem JSON file (- reads stdin)")
 	out := fs.String("out", "", "write the solution to this file instead of stdout")
 	previous := fs.String("previous", "", "a previous solution (JSON) to warm-start from and, with --churn-ms, to stay near")

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -116,6 +117,52 @@ func TestSolveUsageErrors(t *testing.T) {
 		code, _, errs := runSolve(t, args...)
 		if code != 2 || errs == "" {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errs)
+		}
+	}
+}
+
+// TestSolveClassesProblem: `ilb solve` takes demands per (cluster, model,
+// band) and engines' models and context limits (solver/optimize
+// README, Request classes): each row's weights name only engines serving
+// its model that accept its band, and every row is served in full.
+func TestSolveClassesProblem(t *testing.T) {
+	path := "../../solver/optimize/testdata/classes.json"
+	code, out, errs := runSolve(t, "--problem", path)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var s optimize.Solution
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p optimize.Problem
+	if err := json.Unmarshal(data, &p); err != nil {
+		t.Fatal(err)
+	}
+	engines := map[string]optimize.Engine{}
+	for _, e := range p.Engines {
+		engines[e.Name] = e
+	}
+	if len(s.Weights) != len(p.Demands) {
+		t.Fatalf("%d rows in the solution, want one per demand (%d): %v", len(s.Weights), len(p.Demands), s.Weights)
+	}
+	for row, w := range s.Weights {
+		parts := strings.Split(row, "/") // CLUSTER/MODEL[/MIN-MAX]
+		model, long := parts[1], len(parts) == 3 && strings.HasSuffix(parts[2], "-inf")
+		sum := s.ShedFraction[row]
+		for e, v := range w {
+			eng := engines[e]
+			if v > 1e-9 && (!slices.Contains(eng.Models, model) || long && eng.MaxContextTokens != 0) {
+				t.Errorf("row %s sends %.3f to %s (models %v, max_context_tokens %d)", row, v, e, eng.Models, eng.MaxContextTokens)
+			}
+			sum += v
+		}
+		if sum < 0.999 || sum > 1.001 || s.ShedFraction[row] > 1e-9 {
+			t.Errorf("row %s: weights and shed sum to %.4f, shed %.4f", row, sum, s.ShedFraction[row])
 		}
 	}
 }
