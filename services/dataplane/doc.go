@@ -6,6 +6,10 @@
 // chat completions, completions and embeddings to the picked engine,
 // streaming included. Requests without a conversation id or user get an
 // affinity key derived from their prompt (services/internal/affinity).
+// In a fleet whose engines list models, a request is picked within the
+// table of its class (its model and estimated prompt length; models.go),
+// and never reaches an engine that does not serve it, whatever a snapshot
+// says.
 //
 // Snapshots come from the JetStream KV bucket (one key per cluster), from a
 // JSON file reloaded on change, or from SetSnapshot. Every snapshot is
