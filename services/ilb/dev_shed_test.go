@@ -2,13 +2,8 @@ package main
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
-	"regexp"
 	"testing"
 	"time"
-
-	"github.com/ilb-router/ilb/schemas"
 )
 
 // devShed reads every cluster's shed fraction and shed count from ilb
@@ -34,32 +29,30 @@ func devShed(t *testing.T, base string) (frac map[string]float64, total map[stri
 }
 
 // Shedding is a last resort (issue 13): `ilb dev` on its defaults (the
-// example fleet, its declared demand, 10 s windows) refuses nothing
-// before the demand swing, and stops refusing once the swing has passed
-// through the demand estimate. Only the swing's timing is moved earlier
-// (fe-east ×3 from 20 s to 80 s instead of 60 s to 180 s) to keep the
-// test short; it must shed during the swing (the fleet is then about
-// 45% short), or the test would prove nothing. A swing of two windows
-// does not shed at all: the demand estimate absorbs it.
-//
-// It runs the example fleet with its models taken out
-// (schemas.ExampleFleetOneModel): with its two models, fe-west's code
-// adapter class still sheds 5-15% for a minute after the swing (issue 14
-// follow-up: the per-class demand estimate of that class reads above
-// its 30% share after the swing), which this test would report.
+// two-model example fleet, its declared demand, 10 s windows) refuses
+// nothing before the demand swing, and stops refusing once the swing has
+// passed. Only the swing's timing is moved earlier (fe-east ×3 from 20 s
+// to 80 s instead of 60 s to 180 s) to keep the test short; it must shed
+// during the swing (the fleet is then about 45% short), or the test would
+// prove nothing. A swing of two windows does not shed at all: the demand
+// estimate absorbs it. The swing's conversations go on after it (their
+// follow-up turns), so demand stays raised for a while: refusals ended
+// 34 s after the swing in one run and about 60 s after it in others
+// (fe-west's code class, served by three engines); the check starts 80 s
+// after it.
 func TestDevShedsOnlyInTheSwing(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs ilb dev for ~135 s")
+		t.Skip("runs ilb dev for ~175 s")
 	}
 	start := time.Now()
-	d := startDev(t, "--swing-schedule", "fe-east*3@20s-80s/10m", "--fleet", oneModelFleetFile(t))
+	d := startDev(t, "--swing-schedule", "fe-east*3@20s-80s/10m")
 	defer d.stop(t)
 	base := "http://" + d.info.HTTP
 	var during float64
 	settled := map[string]float64{}
 	for {
 		el := time.Since(start)
-		if el > 135*time.Second {
+		if el > 175*time.Second {
 			break
 		}
 		frac, total := devShed(t, base)
@@ -67,20 +60,20 @@ func TestDevShedsOnlyInTheSwing(t *testing.T) {
 			switch {
 			case el < 18*time.Second && (n > 0 || frac[c] > 0):
 				t.Fatalf("at %v, before the swing: %s shed %v (fraction %.3f), want nothing", el.Round(time.Second), c, n, frac[c])
-			case el >= 20*time.Second && el < 120*time.Second:
+			case el >= 20*time.Second && el < 160*time.Second:
 				during = max(during, n)
-			case el >= 120*time.Second:
+			case el >= 160*time.Second:
 				// A fraction under 1/1000 is a solve's rounding at a
 				// cluster whose demand sits at its share of the caps (seen
 				// once with the machine loaded by other tests), not a
 				// shortfall; the count below holds what was refused.
 				if frac[c] > 1e-3 {
-					t.Errorf("at %v, 40 s after the swing: %s still sheds %g", el.Round(time.Second), c, frac[c])
+					t.Errorf("at %v, 80 s after the swing: %s still sheds %g", el.Round(time.Second), c, frac[c])
 				}
 				if s, ok := settled[c]; !ok {
 					settled[c] = n
 				} else if n > s {
-					t.Errorf("at %v, 40 s after the swing: %s refused %v more", el.Round(time.Second), c, n-s)
+					t.Errorf("at %v, 80 s after the swing: %s refused %v more", el.Round(time.Second), c, n-s)
 					settled[c] = n
 				}
 			}
@@ -91,22 +84,4 @@ func TestDevShedsOnlyInTheSwing(t *testing.T) {
 		t.Error("nothing shed during a swing that leaves the fleet short: the check above proves nothing")
 	}
 	t.Logf("shed during the swing: up to %v requests in a cluster; after it: %v", during, settled)
-}
-
-// oneModelFleetFile writes the example fleet with its models taken out
-// (schemas.ExampleFleetOneModel), comments and all, and returns its path.
-func oneModelFleetFile(t *testing.T) string {
-	t.Helper()
-	y := string(schemas.ExampleFleetYAML())
-	y = regexp.MustCompile(`(?m)^\s*(models|default_model):.*\n`).ReplaceAllString(y, "")
-	y = regexp.MustCompile(`, model_shares: \{[^}]*\}`).ReplaceAllString(y, "")
-	f, err := schemas.ParseFleet([]byte(y))
-	if err != nil || f.ExplicitModels() || len(f.Classes()) != 1 || len(f.Engines) != len(schemas.ExampleFleetOneModel().Engines) {
-		t.Fatalf("one-model example fleet: %v", err)
-	}
-	path := filepath.Join(t.TempDir(), "one-model.yaml")
-	if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
