@@ -65,4 +65,3 @@ func (nw *newtonWork) solveDense(a, rhs []float64, n int, sol []float64) bool {
 		}
 	}
 }
-

@@ -251,4 +251,3 @@ func (x *ties) rootOK(members []int32, lo, hi, tol float64) (float64, bool) {
 	}
 	return t, false
 }
-

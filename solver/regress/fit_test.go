@@ -312,4 +312,3 @@ func BenchmarkFit(b *testing.B) {
 		})
 	}
 }
-
