@@ -106,8 +106,12 @@ func TestPromptAffinityOff(t *testing.T) {
 	d, _, h := proxyFixtureDeps(t, deps, func(c *Config) { c.PromptAffinity = false }, "eng-a", "eng-b", "eng-c", "eng-d")
 	mustSet(t, d, snap("fe-a", 8, map[string]float64{"eng-a": 0.4, "eng-b": 0.3, "eng-c": 0.2, "eng-d": 0.1}))
 	turns := conversationTurns(t, h, 100, 4)
-	if got := followUpsOnSameEngine(turns); got > 0.5 { // random by these weights: Σw² = 0.3
-		t.Fatalf("%.1f%% of follow-ups on the previous engine with prompt affinity off, want about 30%%", 100*got)
+	// Independent draws by these weights would land 30% of follow-ups on
+	// the previous engine (Σw²); the choice by load among candidates
+	// correlates successive picks: 44% on average over 30 runs, at most
+	// 52%. With prompt affinity on it is at least 95% (the test above).
+	if got := followUpsOnSameEngine(turns); got > 0.65 {
+		t.Fatalf("%.1f%% of follow-ups on the previous engine with prompt affinity off, want about 44%%", 100*got)
 	}
 	if got := metricValue(t, h, "ilb_dataplane_picks_by_key_source_total", map[string]string{"source": "none"}); got != 300 {
 		t.Fatalf("picks by key source none = %v, want 300", got)
