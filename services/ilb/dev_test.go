@@ -180,19 +180,9 @@ var renderedWeight = regexp.MustCompile(`data-cluster="([^"]+)" data-engine="([^
 // checkPageInChromium loads the page in headless Chromium and checks the
 // script drew each cluster's weights; it skips without Chromium.
 func checkPageInChromium(t *testing.T, base string) {
-	const chromium = "/usr/bin/chromium"
-	if _, err := os.Stat(chromium); err != nil {
-		t.Logf("skipping the browser check: no Chromium at %s (CI installs it)", chromium)
+	dom, ok := chromiumDOM(t, base+"/")
+	if !ok {
 		return
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	defer cancel()
-	args := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-		"--user-data-dir=" + t.TempDir(), "--virtual-time-budget=5000", "--dump-dom", base + "/"}
-	dom, err := exec.CommandContext(ctx, chromium, args...).Output()
-	if err != nil {
-		t.Fatalf("chromium: %v", err)
 	}
 	sums := map[string]float64{}
 	for _, m := range renderedWeight.FindAllSubmatch(dom, -1) {
@@ -345,19 +335,9 @@ var renderedModelWeight = regexp.MustCompile(`data-model-cluster="([^"]+)" data-
 // checks it shows each cluster's weights per model, each model's summing
 // to 1 over engines that serve it; it skips without Chromium.
 func checkModelWeightsInChromium(t *testing.T, base string, fleet *schemas.Fleet) {
-	const chromium = "/usr/bin/chromium"
-	if _, err := os.Stat(chromium); err != nil {
-		t.Logf("skipping the browser check: no Chromium at %s (CI installs it)", chromium)
+	dom, ok := chromiumDOM(t, base+"/")
+	if !ok {
 		return
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	defer cancel()
-	args := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-		"--user-data-dir=" + t.TempDir(), "--virtual-time-budget=5000", "--dump-dom", base + "/"}
-	dom, err := exec.CommandContext(ctx, chromium, args...).Output()
-	if err != nil {
-		t.Fatalf("chromium: %v", err)
 	}
 	sums := map[string]float64{}
 	for _, m := range renderedModelWeight.FindAllSubmatch(dom, -1) {
@@ -377,4 +357,25 @@ func checkModelWeightsInChromium(t *testing.T, base string, fleet *schemas.Fleet
 			}
 		}
 	}
+}
+
+// chromiumDOM loads url in headless Chromium and returns the DOM its
+// scripts left; ok is false (logged) without Chromium, which CI installs.
+func chromiumDOM(t *testing.T, url string) (dom []byte, ok bool) {
+	t.Helper()
+	const chromium = "/usr/bin/chromium"
+	if _, err := os.Stat(chromium); err != nil {
+		t.Logf("skipping the browser check: no Chromium at %s (CI installs it)", chromium)
+		return nil, false
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	args := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
+		"--user-data-dir=" + t.TempDir(), "--virtual-time-budget=5000", "--dump-dom", url}
+	dom, err := exec.CommandContext(ctx, chromium, args...).Output()
+	if err != nil {
+		t.Fatalf("chromium: %v", err)
+	}
+	return dom, true
 }
