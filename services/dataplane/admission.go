@@ -105,11 +105,8 @@ type prefill struct {
 	gen    uint64  // its status generation when sent
 }
 
-// bytesPerToken is the body bytes taken for one prompt token.
-const bytesPerToken = 4
-
 func (p *prefill) start(c *cluster, e *engine, bodyBytes int64) {
-	p.eng, p.tokens = e, max(bodyBytes, 0)/bytesPerToken
+	p.eng, p.tokens = e, int64(EstimatePromptTokens(bodyBytes))
 	p.at, p.gen = e, e.live.gen.Load()
 	e.live.pending.Add(p.tokens)
 	c.observePrompt(p.tokens)

@@ -13,7 +13,12 @@ import (
 // benchPlane is a data plane with one cluster over 16 engines, one of
 // them unavailable, and some load in flight so the spill check runs.
 func benchPlane(b testing.TB) (*DataPlane, *cluster, []uint64) {
-	d := newDP(b, testConfig("fe-a"), Deps{})
+	return benchPlaneOf(b, testConfig("fe-a"))
+}
+
+// benchPlaneOf is benchPlane under the data plane config cfg.
+func benchPlaneOf(b testing.TB, cfg Config) (*DataPlane, *cluster, []uint64) {
+	d := newDP(b, cfg, Deps{})
 	mustSet(b, d, snap("fe-a", 1, engineNames(16)))
 	d.ObserveStatus(unhealthy("eng-03"))
 	c, _ := d.cluster("fe-a")
@@ -103,19 +108,7 @@ func benchModelPlane(b testing.TB) (*DataPlane, *cluster, []uint64) {
 			cfg.EngineModels[n] = []string{"big", "small"}
 		}
 	}
-	d := newDP(b, cfg, Deps{})
-	mustSet(b, d, snap("fe-a", 1, engineNames(16)))
-	d.ObserveStatus(unhealthy("eng-03"))
-	c, _ := d.cluster("fe-a")
-	c.inflight.Store(64)
-	for _, x := range c.cells {
-		x.inflight.Store(4)
-	}
-	hashes := make([]uint64, 4096)
-	for i := range hashes {
-		hashes[i] = sched.HashKey("conversation-" + strconv.Itoa(i))
-	}
-	return d, c, hashes
+	return benchPlaneOf(b, cfg)
 }
 
 var benchModels = [2]string{"big", "small"}

@@ -64,7 +64,7 @@ type catalog struct {
 func newCatalog(engineModels map[string][]string, maxContext map[string]int, defaultModel string) *catalog {
 	k := &catalog{index: map[string]int{}, serves: map[string][]bool{}}
 	k.fleet.DefaultModel = defaultModel
-	names := slices.Sorted(maps.Keys(engineModels))
+	names := slices.Collect(maps.Keys(engineModels))
 	for n := range maxContext {
 		if _, ok := engineModels[n]; !ok {
 			names = append(names, n)
@@ -255,6 +255,20 @@ func (d *DataPlane) UpdateContextLimits(maxContext map[string]int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.cfg.EngineMaxContext = maps.Clone(maxContext)
+	d.recatalogLocked()
+}
+
+// UpdateFleetModels applies a new fleet file's model lists, context
+// limits and, when defaultModel is not empty, default model together
+// (UpdateModels and UpdateContextLimits at once): the class routes are
+// rebuilt once, and no request is routed under one without the other.
+func (d *DataPlane) UpdateFleetModels(models map[string][]string, maxContext map[string]int, defaultModel string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.cfg.EngineModels, d.cfg.EngineMaxContext = maps.Clone(models), maps.Clone(maxContext)
+	if defaultModel != "" {
+		d.cfg.DefaultModel = defaultModel
+	}
 	d.recatalogLocked()
 }
 

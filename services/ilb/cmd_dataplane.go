@@ -203,8 +203,7 @@ func (f *dataplaneFlags) applyFleet(d *dataplane.DataPlane) func(*schemas.Fleet)
 		d.UpdateEngines(urls, capacity)
 		var models dataplane.Config
 		fleetModels(&models, fl, f.set["default-model"])
-		d.UpdateModels(models.EngineModels, models.DefaultModel)
-		d.UpdateContextLimits(models.EngineMaxContext)
+		d.UpdateFleetModels(models.EngineModels, models.EngineMaxContext, models.DefaultModel)
 		return nil
 	}
 }

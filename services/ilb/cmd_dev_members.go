@@ -58,8 +58,7 @@ func (m *devMembers) apply(f *schemas.Fleet) error {
 	m.d.dp.UpdateEngines(urls, capacity)
 	var models dataplane.Config
 	fleetModels(&models, f, false)
-	m.d.dp.UpdateModels(models.EngineModels, models.DefaultModel)
-	m.d.dp.UpdateContextLimits(models.EngineMaxContext)
+	m.d.dp.UpdateFleetModels(models.EngineModels, models.EngineMaxContext, models.DefaultModel)
 	m.d.console.SetFleet(f)
 	m.current = f
 	return nil
