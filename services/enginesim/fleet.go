@@ -146,10 +146,7 @@ func (s *Sim) SetFleet(f *schemas.Fleet) error {
 			e.drainTimer = time.AfterFunc(s.cfg.DrainTimeout, func() { s.endDrain(e) })
 			s.log.Info("engine removed from the fleet: draining", "engine", e.name, "for", s.cfg.DrainTimeout)
 		}
-		next.list = append(next.list, e)
-		if _, taken := next.byName[e.name]; !taken {
-			next.byName[e.name] = e
-		}
+		next.add(e)
 	}
 	for _, o := range added {
 		s.startOwner(o)
@@ -172,11 +169,12 @@ func (s *Sim) endDrain(e *simEngine) {
 // liveEngineSpecs are the specs of the engines to simulate in c.Fleet:
 // with a subset (Engines), those of it the fleet still lists.
 func (c Config) liveEngineSpecs() ([]engineSpec, error) {
-	if err := c.Validate(); err == nil || len(c.Engines) == 0 {
-		if err != nil {
-			return nil, err
-		}
+	err := c.Validate()
+	if err == nil {
 		return c.engineSpecs()
+	}
+	if len(c.Engines) == 0 {
+		return nil, err
 	}
 	keep := c.Engines[:0:0]
 	for _, name := range c.Engines {
