@@ -50,13 +50,27 @@ func (p *tablePicker) held(c, e int) float64 {
 }
 
 // waiting is engine e's queue as the data plane of demand row c's
-// cluster estimates it (its view covers every class it sends).
+// cluster counts it for the load (its view covers every class it sends):
+// waiting by the last status plus every request sent since, ended or not.
 func (p *tablePicker) waiting(c, e int) float64 {
 	s := p.s
 	c = int(s.fi.rowCluster[c])
 	n := 0.0
 	if p.sentGen[c] == s.statusGen {
 		n = float64(p.sentBy[c*len(s.fi.engines)+e])
+	}
+	return float64(s.waitSeen[e]) + n
+}
+
+// queued is engine e's queue for local admission as the data plane of
+// demand row c's cluster estimates it: waiting by the last status, plus
+// those sent since that have not ended (an ended request waits nowhere).
+func (p *tablePicker) queued(c, e int) float64 {
+	s := p.s
+	c = int(s.fi.rowCluster[c])
+	n := 0.0
+	if p.sentGen[c] == s.statusGen {
+		n = float64(p.sentBy[c*len(s.fi.engines)+e] - p.endedBy[c*len(s.fi.engines)+e])
 	}
 	return float64(s.waitSeen[e]) + n
 }
@@ -80,7 +94,7 @@ func (p *tablePicker) sent(c, e int) {
 // request (ongoing: of a conversation under way).
 func (p *tablePicker) admits(idx int, ongoing bool) bool {
 	e := int(p.toEngine[p.c][idx])
-	return routing.Admit(p.waiting(p.c, e), p.limits[e], ongoing)
+	return routing.Admit(p.queued(p.c, e), p.limits[e], ongoing)
 }
 
 // refuses is the skip of the admission spill: unusable, or over its limit.

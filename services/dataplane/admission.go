@@ -44,9 +44,22 @@ func (l *live) refreshLocked(statusAt, now time.Time, ttl time.Duration) {
 	l.fresh.Store(!statusAt.IsZero() && (ttl <= 0 || now.Sub(statusAt) <= ttl))
 }
 
-// queue is the estimated number of requests waiting at the engine; ok is
-// false when no fresh status says.
+// queue is the estimated number of requests waiting at the engine, for
+// local admission: waiting by its last status plus those sent since that
+// have not ended (an ended request waits nowhere; counting it refused a
+// quick second request to a one-engine model until the next status); ok
+// is false when no fresh status says.
 func (l *live) queue() (float64, bool) {
+	if !l.fresh.Load() {
+		return 0, false
+	}
+	return float64(l.waiting.Load() + l.sent.Load() - l.ended.Load()), true
+}
+
+// waitingSent is waiting by the last status plus every request sent since,
+// ended or not, for the load the candidates are compared on (routing.Move:
+// a guard against herding between statuses); ok as for queue.
+func (l *live) waitingSent() (float64, bool) {
 	if !l.fresh.Load() {
 		return 0, false
 	}
@@ -81,7 +94,7 @@ func (s *slot) admits(ongoing bool) bool {
 // (proportional to capacity); +Inf when unknown, so that an engine with a
 // known load is preferred. The backtester's tablePicker.load is the same.
 func (s *slot) load(meanPrompt float64) float64 {
-	q, ok := s.eng.live.queue()
+	q, ok := s.eng.live.waitingSent()
 	if !ok || !(s.limit > 0) {
 		return math.Inf(1)
 	}

@@ -101,9 +101,10 @@ func TestLocalAdmission(t *testing.T) {
 
 // A request sent since the last status and ended since leaves what the
 // engine holds for routing.Move (a conversation's next turn does not
-// leave its cache to get away from its own finished turn), but stays in
-// the load until the next status; a status resets both, and an attempt
-// that ends after a newer status is not taken off that status's count.
+// leave its cache to get away from its own finished turn) and the queue
+// local admission reads, but stays in the load until the next status; a
+// status resets them, and an attempt that ends after a newer status is
+// not taken off that status's count.
 func TestLiveHeld(t *testing.T) {
 	var e engine
 	l := &e.live
@@ -116,8 +117,11 @@ func TestLiveHeld(t *testing.T) {
 	}
 	p.end()
 	p.end() // a second end does nothing
-	if q, _ := l.queue(); l.held() != 0 || q != 1 || l.pending.Load() != 0 {
-		t.Fatalf("after its end: held %v (want 0), queue %v (want 1 until the next status), pending %d", l.held(), q, l.pending.Load())
+	q, _ := l.queue()
+	ws, _ := l.waitingSent()
+	if l.held() != 0 || q != 0 || ws != 1 || l.pending.Load() != 0 {
+		t.Fatalf("after its end: held %v (want 0), queue %v (want 0), load's count %v (want 1 until the next status), pending %d",
+			l.held(), q, ws, l.pending.Load())
 	}
 	p.start(&cluster{}, &e, 400)
 	l.sent.Add(1)
@@ -125,5 +129,41 @@ func TestLiveHeld(t *testing.T) {
 	p.end()
 	if got := l.held(); got != 1 {
 		t.Fatalf("ended after a newer status: held %v, want the status's 1", got)
+	}
+}
+
+// TestAdmissionForgetsEndedRequests: requests that ended since the
+// engine's last status wait nowhere, so back-to-back requests to a
+// model's one engine are admitted (they were refused with 429 until the
+// next status when every request sent since counted as waiting), while
+// requests still in flight count against the queue limit.
+func TestAdmissionForgetsEndedRequests(t *testing.T) {
+	d, es, h := proxyFixture(t, nil, "eng-a")
+	s := snap("fe-a", 8, map[string]float64{"eng-a": 1})
+	s.CreatedAt = d.now()
+	s.QueueLimits = map[string]float64{"eng-a": 1}
+	mustSet(t, d, s)
+	d.ObserveStatus(schemas.EngineStatus{Engine: "eng-a", TimeUnixNano: d.now().UnixNano(), Health: schemas.HealthHealthy,
+		ReadyReplicas: 1, TotalReplicas: 1})
+	for i := range 5 {
+		if rec := chat(t, h, "back-to-back-"+strconv.Itoa(i), nil); rec.Code != 200 {
+			t.Fatalf("request %d after %d ended ones: %d %s, want 200", i, i, rec.Code, rec.Body)
+		}
+	}
+	if got := es[0].hits.Load(); got != 5 {
+		t.Fatalf("engine served %d, want 5", got)
+	}
+	// One sent and not ended fills the queue of 1: a new conversation is
+	// refused until it ends or a status says otherwise.
+	c, _ := d.cluster("fe-a")
+	p := c.cur.Load()
+	e := p.slots[0].eng
+	e.live.sent.Add(1)
+	if _, err := tryPick(d, "fe-a", "while-one-waits"); !errors.Is(err, ErrAdmission) {
+		t.Fatalf("with one request in flight at a queue limit of 1: %v, want ErrAdmission", err)
+	}
+	e.live.end(e.live.gen.Load())
+	if got := pickName(t, d, "fe-a", "after-it-ended"); got != "eng-a" {
+		t.Fatalf("after it ended: %s, want eng-a", got)
 	}
 }

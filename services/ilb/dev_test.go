@@ -303,9 +303,9 @@ func TestDevRoutesByModel(t *testing.T) {
 				conv := c.Name + "-" + m + "-" + strconv.Itoa(i)
 				code, engine, out := chat(c.Name, m, conv)
 				// Local admission counts the requests sent to an engine
-				// since its last status as waiting: back-to-back requests
-				// to a model's one engine in a region may be told to
-				// retry later, as a client would.
+				// since its last status and not ended as waiting: under
+				// the dev traffic, a request to a model's one engine in a
+				// region may be told to retry later, as a client would.
 				for try := 0; code == http.StatusTooManyRequests && try < 40; try++ {
 					time.Sleep(250 * time.Millisecond)
 					code, engine, out = chat(c.Name, m, conv)
