@@ -287,7 +287,10 @@ func (d *DataPlane) recatalogLocked() {
 			routes = nil
 		}
 		c.routes = routes
-		c.ineligible.Add(int64(bad))
+		if bad > c.skipped { // the same entries are not counted again
+			c.ineligible.Add(int64(bad - c.skipped))
+		}
+		c.skipped = bad
 	}
 	d.rebuildLocked(d.now())
 }

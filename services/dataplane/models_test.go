@@ -182,6 +182,16 @@ func TestModelRoutingClasses(t *testing.T) {
 			}
 		}
 	}
+	// A fleet reload re-reads the snapshot in use: entries already counted
+	// are not counted again; one the new fleet makes ineligible is.
+	d.UpdateFleetModels(testModels, testLimits, "small")
+	if n := c.ineligible.Load(); n != 1 {
+		t.Fatalf("after reloading the same fleet: %d ineligible entries counted, want still 1", n)
+	}
+	d.UpdateFleetModels(map[string][]string{"eng-a": {"big", "small"}, "eng-b": {"big"}, "eng-c": {"small"}}, testLimits, "small")
+	if n := c.ineligible.Load(); n != 2 {
+		t.Fatalf("after a fleet where eng-b no longer serves small: %d counted, want 2", n)
+	}
 }
 
 // TestModelErrorsOverHTTP: the proxy routes by the body's model and the

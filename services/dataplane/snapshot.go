@@ -147,6 +147,7 @@ func (d *DataPlane) applyLocked(key string, s *schemas.Snapshot, source string) 
 	}
 	now := d.now()
 	c.snap, c.digest, c.table, c.source, c.routes = s, digest, t, source, routes
+	c.skipped = bad
 	c.stale = c.isStaleLocked(now, d.cfg.StaleAfter)
 	c.cur.Store(c.buildLocked(d.reg, d.pickerParamsLocked(now)))
 	d.health.Set("snapshot:"+c.name, true)
