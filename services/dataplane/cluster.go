@@ -25,13 +25,14 @@ type cluster struct {
 	mix      *window       // a: requests, b: requests of new conversations
 	newShare atomic.Uint64 // float64 bits: share of requests that are new
 
-	// Hot-path counters, read by the metric callbacks.
-	shed       atomic.Int64
-	ineligible atomic.Int64 // snapshot weight entries naming an engine that does not serve their class
 	// skipped is how many entries of the snapshot in use are ineligible
 	// under the fleet in use (guarded by DataPlane.mu): a fleet reload
 	// counts only entries it newly finds ineligible.
-	skipped      int
+	skipped int
+
+	// Hot-path counters, read by the metric callbacks.
+	shed         atomic.Int64
+	ineligible   atomic.Int64  // snapshot weight entries naming an engine that does not serve their class
 	refused      atomic.Int64  // by local admission
 	promptMean   atomic.Uint64 // float64 bits: moving mean of estimated prompt tokens
 	throttled    atomic.Int64
