@@ -28,6 +28,7 @@ func printDevBanner(e *env, d *devFleet) {
 	}
 	fmt.Fprintf(w, "  metrics   %s/metrics\n", page)
 	fmt.Fprintf(w, "  engines   %s at http://%s/engines\n", engineSummary(f), d.sim.Addr())
+	fmt.Fprintf(w, "  models    %s\n", modelSummary(f))
 	fmt.Fprintf(w, "  clusters  %s\n", clusterSummary(f))
 	fmt.Fprintf(w, "  traffic   %s\n", trafficSummary(d.plan))
 	fmt.Fprintf(w, "  api       %s/v1/chat/completions  /v1/pick  /v1/routing  /v1/features  /v1/profiles  /v1/optimizer  /healthz\n", page)
@@ -49,6 +50,26 @@ func engineSummary(f *schemas.Fleet) string {
 		parts = append(parts, fmt.Sprintf("%d× %s", skus[s], s))
 	}
 	return fmt.Sprintf("%d in %d regions (%s)", len(f.Engines), len(f.Regions()), strings.Join(parts, ", "))
+}
+
+// modelSummary is e.g. "llama-2-70b (6 engines), llama-2-70b-code (3
+// engines); name one with "model" in the body or X-Ilb-Model".
+func modelSummary(f *schemas.Fleet) string {
+	if !f.ExplicitModels() {
+		return "one (the fleet lists no models): every request is routed whatever model it names"
+	}
+	models := f.Models()
+	parts := make([]string, 0, len(models))
+	for _, m := range models {
+		n := 0
+		for _, e := range f.Engines {
+			if f.ServesModel(e, m) {
+				n++
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%s (%d engines)", m, n))
+	}
+	return strings.Join(parts, ", ") + "; name one with \"model\" in the body or X-Ilb-Model"
 }
 
 func clusterSummary(f *schemas.Fleet) string {

@@ -120,7 +120,7 @@ func TestDevRunsTheLoop(t *testing.T) {
 	out := d.stdout.String()
 	for _, want := range []string{"ilb dev: local fleet up", "page      " + base + "/", "kcat -b " + d.info.Kafka + " -C -t ilb.signals",
 		"nats --server " + d.info.NATS + " kv get ilb-weights fe-east", base + "/metrics", "6 in 3 regions (3× h100, 3× a100)",
-		"fe-east demand ×3 from 1m0s to 3m0s, every 5m0s"} {
+		"fe-east demand ×3 from 1m0s to 3m0s, every 5m0s", "llama-2-70b (6 engines), llama-2-70b-code (3 engines)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("banner lacks %q:\n%s", want, out)
 		}
