@@ -16,29 +16,44 @@ type bidLists struct {
 	eSlot  []int32
 	cStart []int32 // cluster c's engines: cEng[cStart[c]:cStart[c+1]]
 	cEng   []int32
-	fill   []int32 // scratch
+	fill   []int32   // scratch
+	on     []bool    // scratch: per cluster, bids
+	bid    []float64 // scratch: one engine's bids
 }
 
 // bidMarginMs is the width of the bid lists.
 const bidMarginMs = 40.0
 
-// build makes the lists at prices pi.
+// build makes the lists at prices pi; clusters without demand (active
+// false) do not bid. Each engine's bids are computed once, into scratch,
+// and kept where they are within margin of the best.
 func (bl *bidLists) build(m *model, pi []float64, active func(c int) bool) {
 	bl.margin = bidMarginMs
 	bl.ref = append(bl.ref[:0], pi...)
 	bl.eStart = append(bl.eStart[:0], 0)
 	bl.eSlot = bl.eSlot[:0]
+	bl.on = resize(bl.on, m.nc)
+	for c := range m.nc {
+		bl.on[c] = active(c)
+	}
 	for e := range m.ne {
+		lo, hi := m.eStart[e], m.eStart[e+1]
+		bids := resize(bl.bid, int(hi-lo))
+		bl.bid = bids
 		top := math.Inf(-1)
-		for k := m.eStart[e]; k < m.eStart[e+1]; k++ {
-			if c := m.slotClu[k]; active(int(c)) {
-				top = max(top, pi[c]-m.slotNet[k])
+		for i, c := range m.slotClu[lo:hi] {
+			v := math.Inf(-1)
+			if bl.on[c] {
+				v = pi[c] - m.slotNet[lo+int32(i)]
 			}
+			bids[i] = v
+			top = max(top, v)
 		}
 		floor := top - bl.margin
-		for k := m.eStart[e]; k < m.eStart[e+1]; k++ {
-			if c := m.slotClu[k]; active(int(c)) && pi[c]-m.slotNet[k] >= floor {
-				bl.eSlot = append(bl.eSlot, k)
+		for i, v := range bids {
+			// -Inf ≥ -Inf: an engine no active cluster reaches lists none.
+			if v >= floor && !math.IsInf(v, -1) {
+				bl.eSlot = append(bl.eSlot, lo+int32(i))
 			}
 		}
 		bl.eStart = append(bl.eStart, int32(len(bl.eSlot)))
