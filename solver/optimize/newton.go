@@ -7,17 +7,19 @@ import (
 
 // newtonWork holds the dense Newton system over clusters with demand.
 type newtonWork struct {
-	idx  []int     // cluster -> row, or -1
-	rows []int     // row -> cluster
-	h    []float64 // n×n, row-major; lower triangle used
-	fact []float64 // h, factorised
-	rhs  []float64
-	sol  []float64 // per row
-	step []float64 // per cluster
-	near []nearArc // scratch
-	soft []nearArc // scratch
-	prev []float64 // scratch: prices before a step
-	tau  float64   // size of the last step, ms
+	idx      []int     // cluster -> row, or -1
+	rows     []int     // row -> cluster
+	h        []float64 // n×n, row-major; lower triangle used
+	fact     []float64 // h, factorised
+	rhs      []float64
+	sol      []float64 // per row
+	step     []float64 // per cluster
+	near     []nearArc // scratch
+	soft     []nearArc // scratch
+	prev     []float64 // scratch: prices before a step
+	blockIdx []int32   // scratch: one engine's rows (addBlock)
+	blockW   []float64 // scratch: their weights
+	tau      float64   // size of the last step, ms
 
 	coupled             *groups // rows an engine couples in H
 	order               []int
@@ -184,7 +186,6 @@ func (st *state) newtonStep(nw *newtonWork) bool {
 // step to a sliver. Near the optimum steps shrink, τ with them, and the
 // model becomes the exact generalised Hessian again.
 func (st *state) assembleEngines(nw *newtonWork) {
-	n := len(nw.rows)
 	m, p := st.m, st.cur
 	cut := nw.tau * softCut
 	useLists := st.listsCover(p.pi, cut)
@@ -222,16 +223,38 @@ func (st *state) assembleEngines(nw *newtonWork) {
 			_, d2 := f.marginal(p.lam[e])
 			beta = d2 / (1 + d2*sum)
 		}
-		first := nw.idx[near[0].c]
-		for _, a := range near {
-			i := nw.idx[a.c]
-			nw.coupled.union(first, i)
-			nw.h[i*n+i] += a.w - beta*a.w*a.w
-			for _, b := range near {
-				if j := nw.idx[b.c]; j < i {
-					nw.h[i*n+j] -= beta * a.w * b.w
-				}
-			}
+		nw.addBlock(near, beta)
+	}
+}
+
+// addBlock adds one engine's block diag(w) − β·w·wᵀ over its arcs near to
+// the lower triangle of H, and joins their rows in nw.coupled. Each entry
+// gets one term per engine, so the order within the block does not change
+// H: the arcs are sorted by row to walk the triangle directly.
+func (nw *newtonWork) addBlock(near []nearArc, beta float64) {
+	n := len(nw.rows)
+	rows, ws := nw.blockIdx[:0], nw.blockW[:0]
+	for _, a := range near {
+		i := int32(nw.idx[a.c])
+		k := len(rows)
+		rows, ws = append(rows, i), append(ws, a.w)
+		for ; k > 0 && rows[k-1] > i; k-- {
+			rows[k], ws[k] = rows[k-1], ws[k-1]
+		}
+		rows[k], ws[k] = i, a.w
+	}
+	nw.blockIdx, nw.blockW = rows, ws
+	first := int(rows[0])
+	for ia, i := range rows {
+		if int(i) != first {
+			nw.coupled.union(first, int(i))
+		}
+		aw := ws[ia]
+		bw := beta * aw
+		row := nw.h[int(i)*n:]
+		row[i] += aw - bw*aw
+		for jb, j := range rows[:ia] {
+			row[j] -= bw * ws[jb]
 		}
 	}
 }
