@@ -85,11 +85,10 @@ func (x *ties) candidatesFull(members []int32) {
 
 // bidsFor is engine e's best bids from the moving tree and from others.
 func (x *ties) bidsFor(e int32) moveEngine {
-	m := x.m
 	me := moveEngine{e: e, c: -1, oc: -1, b: math.Inf(-1), o: math.Inf(-1), l: x.load[e]}
-	for _, k := range x.bids.engine(e) {
-		c := m.slotClu[k]
-		v := x.pi[c] - m.slotNet[k]
+	clu, net := x.bids.bidders(e)
+	for i, c := range clu {
+		v := x.pi[c] - net[i]
 		if x.inS[c] {
 			if v > me.b {
 				me.b, me.c = v, c

@@ -12,9 +12,10 @@ import "math"
 type bidLists struct {
 	margin float64
 	ref    []float64
-	eStart []int32 // engine e's slots: eSlot[eStart[e]:eStart[e+1]]
-	eSlot  []int32
-	cStart []int32 // cluster c's engines: cEng[cStart[c]:cStart[c+1]]
+	eStart []int32   // engine e's listed arcs: eClu, eNet[eStart[e]:eStart[e+1]]
+	eClu   []int32   // per listed arc: its cluster (m.slotClu, packed)
+	eNet   []float64 // per listed arc: its network ms (m.slotNet, packed)
+	cStart []int32   // cluster c's engines: cEng[cStart[c]:cStart[c+1]]
 	cEng   []int32
 	fill   []int32   // scratch
 	on     []bool    // scratch: per cluster, bids
@@ -31,7 +32,7 @@ func (bl *bidLists) build(m *model, pi []float64, active func(c int) bool) {
 	bl.margin = bidMarginMs
 	bl.ref = append(bl.ref[:0], pi...)
 	bl.eStart = append(bl.eStart[:0], 0)
-	bl.eSlot = bl.eSlot[:0]
+	bl.eClu, bl.eNet = bl.eClu[:0], bl.eNet[:0]
 	bl.on = resize(bl.on, m.nc)
 	for c := range m.nc {
 		bl.on[c] = active(c)
@@ -53,33 +54,40 @@ func (bl *bidLists) build(m *model, pi []float64, active func(c int) bool) {
 		for i, v := range bids {
 			// -Inf ≥ -Inf: an engine no active cluster reaches lists none.
 			if v >= floor && !math.IsInf(v, -1) {
-				bl.eSlot = append(bl.eSlot, lo+int32(i))
+				k := lo + int32(i)
+				bl.eClu = append(bl.eClu, m.slotClu[k])
+				bl.eNet = append(bl.eNet, m.slotNet[k])
 			}
 		}
-		bl.eStart = append(bl.eStart, int32(len(bl.eSlot)))
+		bl.eStart = append(bl.eStart, int32(len(bl.eClu)))
 	}
 	bl.cStart = resize(bl.cStart, m.nc+1)
 	clear(bl.cStart)
-	for _, k := range bl.eSlot {
-		bl.cStart[m.slotClu[k]+1]++
+	for _, c := range bl.eClu {
+		bl.cStart[c+1]++
 	}
 	for c := range m.nc {
 		bl.cStart[c+1] += bl.cStart[c]
 	}
-	bl.cEng = resize(bl.cEng, len(bl.eSlot))
+	bl.cEng = resize(bl.cEng, len(bl.eClu))
 	bl.fill = append(bl.fill[:0], bl.cStart[:m.nc]...)
 	for e := range m.ne {
-		for _, k := range bl.eSlot[bl.eStart[e]:bl.eStart[e+1]] {
-			c := m.slotClu[k]
+		for _, c := range bl.eClu[bl.eStart[e]:bl.eStart[e+1]] {
 			bl.cEng[bl.fill[c]] = int32(e)
 			bl.fill[c]++
 		}
 	}
 }
 
-// engine returns the listed slots of engine e; cluster the engines
-// listing cluster c.
-func (bl *bidLists) engine(e int32) []int32 { return bl.eSlot[bl.eStart[e]:bl.eStart[e+1]] }
+// bidders returns engine e's listed clusters and their network times,
+// packed so that a pass over them reads two short arrays in order instead
+// of the model's slot arrays at scattered places.
+func (bl *bidLists) bidders(e int32) (clu []int32, net []float64) {
+	lo, hi := bl.eStart[e], bl.eStart[e+1]
+	return bl.eClu[lo:hi], bl.eNet[lo:hi]
+}
+
+// cluster returns the engines listing cluster c.
 func (bl *bidLists) cluster(c int32) []int32 {
 	return bl.cEng[bl.cStart[c]:bl.cStart[c+1]]
 }

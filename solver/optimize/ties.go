@@ -124,9 +124,10 @@ func (x *ties) reown() {
 func (x *ties) ownEngine(e int32) {
 	m := x.m
 	best, who := math.Inf(-1), int32(-1)
-	for _, k := range x.bids.engine(e) {
-		if b := x.pi[m.slotClu[k]] - m.slotNet[k]; b > best {
-			best, who = b, m.slotClu[k]
+	clu, net := x.bids.bidders(e)
+	for i, c := range clu {
+		if b := x.pi[c] - net[i]; b > best {
+			best, who = b, c
 		}
 	}
 	if x.ties[e] > 0 {
