@@ -14,6 +14,18 @@ type nearLists struct {
 	ref   []float64 // cluster prices at the reference point
 	start []int32   // engine e's arcs: slots[start[e]:start[e+1]]
 	slots []int32
+	// per listed arc, packed from the model and the centre so that a pass
+	// over an engine's list reads in order: cluster, network ms, centre y
+	clu    []int32
+	net, y []float64
+}
+
+// slotView is the arcs of one engine an evaluation or Hessian visits:
+// slot ids with their clusters, network times and proximal centres, in
+// parallel slices.
+type slotView struct {
+	slots, clu []int32
+	net, y     []float64
 }
 
 // nearMarginMs is the width of the near lists.
@@ -27,7 +39,7 @@ func (st *state) buildLists(p *point) {
 	m, nl := st.m, &st.near
 	nl.ref = append(nl.ref[:0], p.pi...)
 	nl.start = append(nl.start[:0], 0)
-	nl.slots = nl.slots[:0]
+	nl.slots, nl.clu, nl.net, nl.y = nl.slots[:0], nl.clu[:0], nl.net[:0], nl.y[:0]
 	for e := range m.ne {
 		floor := p.mu[e] - nearMarginMs
 		for k := m.eStart[e]; k < m.eStart[e+1]; k++ {
@@ -42,6 +54,9 @@ func (st *state) buildLists(p *point) {
 			}
 			if b > floor {
 				nl.slots = append(nl.slots, k)
+				nl.clu = append(nl.clu, c)
+				nl.net = append(nl.net, m.slotNet[k])
+				nl.y = append(nl.y, st.y[k])
 			}
 		}
 		nl.start = append(nl.start, int32(len(nl.slots)))
@@ -65,12 +80,15 @@ func (st *state) listsCover(pi []float64, reach float64) bool {
 	return 2*drift+reach <= nearMarginMs
 }
 
-// engineSlots returns the slots an evaluation or Hessian of engine e must
+// engineSlots returns the arcs an evaluation or Hessian of engine e must
 // visit: its near list when the lists cover, else all its arcs.
-func (st *state) engineSlots(e int, useLists bool) []int32 {
+func (st *state) engineSlots(e int, useLists bool) slotView {
 	if useLists {
 		nl := &st.near
-		return nl.slots[nl.start[e]:nl.start[e+1]]
+		lo, hi := nl.start[e], nl.start[e+1]
+		return slotView{nl.slots[lo:hi], nl.clu[lo:hi], nl.net[lo:hi], nl.y[lo:hi]}
 	}
-	return st.m.engineSlotRange(e)
+	m := st.m
+	lo, hi := m.eStart[e], m.eStart[e+1]
+	return slotView{m.slotIDs[lo:hi], m.slotClu[lo:hi], m.slotNet[lo:hi], st.y[lo:hi]}
 }

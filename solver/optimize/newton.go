@@ -191,13 +191,13 @@ func (st *state) assembleEngines(nw *newtonWork) {
 	useLists := st.listsCover(p.pi, cut)
 	for e := range m.ne {
 		near, soft := nw.near[:0], nw.soft[:0]
-		for _, k := range st.engineSlots(e, useLists) {
-			c := m.slotClu[k]
+		v := st.engineSlots(e, useLists)
+		for i, c := range v.clu {
 			w := st.w[c]
 			if w == 0 {
 				continue
 			}
-			z := p.mu[e] - (p.pi[c] - m.slotNet[k] + st.y[k]/w)
+			z := p.mu[e] - (p.pi[c] - v.net[i] + v.y[i]/w)
 			switch {
 			case z < 0:
 				near = append(near, nearArc{c, w, 1})

@@ -191,24 +191,22 @@ func (st *state) evaluateEngine(p *point, e int, warmL, warmMu float64, useLists
 	return value + f.cost(sum)
 }
 
-// collect gathers the arcs among slots with b > tau into the scratch
+// collect gathers the arcs of view v with b > tau into the scratch
 // slices.
-func (st *state) collect(p *point, slots []int32, tau float64) {
-	m := st.m
+func (st *state) collect(p *point, v slotView, tau float64) {
 	arcs, out := st.arcs[:0], st.slots[:0]
-	for _, k := range slots {
-		c := m.slotClu[k]
+	for i, c := range v.clu {
 		w := st.w[c]
 		if w == 0 {
 			continue
 		}
-		b := p.pi[c] - m.slotNet[k]
-		if y := st.y[k]; y != 0 {
+		b := p.pi[c] - v.net[i]
+		if y := v.y[i]; y != 0 {
 			b += y / w
 		}
 		if b > tau {
 			arcs = append(arcs, engineArc{b: b, w: w})
-			out = append(out, k)
+			out = append(out, v.slots[i])
 		}
 	}
 	st.arcs, st.slots = arcs, out
