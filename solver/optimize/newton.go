@@ -197,11 +197,16 @@ func (st *state) assembleEngines(nw *newtonWork) {
 			if w == 0 {
 				continue
 			}
-			z := p.mu[e] - (p.pi[c] - v.net[i] + v.y[i]/w)
+			b := p.pi[c] - v.net[i]
+			if y := v.y[i]; y != 0 { // y/w is +0 otherwise: b as it is
+				b += y / w
+			}
+			z := p.mu[e] - b
 			switch {
 			case z < 0:
 				near = append(near, nearArc{c, w, 1})
-			case z < cut:
+			case z < cut && (len(soft) < maxNear || z <= soft[maxNear-1].r):
+				// (a full list keeps a only if it is nearer than the last)
 				soft = keepHeaviest(soft, nearArc{c, w, z})
 			}
 		}
