@@ -5,7 +5,7 @@ package optimize
 // fleet of separate parts (models with their own engines, say) costs the
 // sum of their cubes, not the cube of their sum.
 func (nw *newtonWork) solveBlocks(n int) bool {
-	g := nw.coupled
+	g := &nw.coupled
 	nw.blockRows = nw.blockRows[:0]
 	nw.blockStart = append(nw.blockStart[:0], 0)
 	order := nw.order[:0]

@@ -127,11 +127,17 @@ func (st *state) groupBreakpoint(g *groups, r int, up bool) float64 {
 type groups struct{ parent []int }
 
 func newGroups(n int) *groups {
-	g := &groups{parent: make([]int, n)}
+	g := &groups{}
+	g.reset(n)
+	return g
+}
+
+// reset makes g n singletons, reusing its storage.
+func (g *groups) reset(n int) {
+	g.parent = resize(g.parent, n)
 	for i := range g.parent {
 		g.parent[i] = i
 	}
-	return g
 }
 
 func (g *groups) find(i int) int {

@@ -21,7 +21,7 @@ type newtonWork struct {
 	blockW   []float64 // scratch: their weights
 	tau      float64   // size of the last step, ms
 
-	coupled             *groups // rows an engine couples in H
+	coupled             groups // rows an engine couples in H
 	order               []int
 	blockRows           []int
 	blockStart          []int32
@@ -157,7 +157,7 @@ func sameBits(a, b float64) bool { return math.Float64bits(a) == math.Float64bit
 func (st *state) newtonStep(nw *newtonWork) bool {
 	n := len(nw.rows)
 	clear(nw.h)
-	nw.coupled = newGroups(n)
+	nw.coupled.reset(n)
 	st.assembleEngines(nw)
 	p := st.cur
 	for i, c := range nw.rows {

@@ -15,6 +15,7 @@ func (x *ties) net(c, e int32) float64 {
 // ground, else its lowest cluster) with every node's parent arc.
 type forest struct {
 	adjStart, adj []int32
+	fill          []int32 // scratch
 	order         []int32
 	parent        []int32 // per node: arc to the parent, -1 at roots
 	seen          []bool
@@ -39,9 +40,10 @@ func (x *ties) layout(f *forest) {
 		f.adjStart[v+1] += f.adjStart[v]
 	}
 	f.adj = resize(f.adj, int(f.adjStart[n]))
-	fill := slices.Clone(f.adjStart[:n])
+	fill := append(f.fill[:0], f.adjStart[:n]...)
+	f.fill = fill
 	for i, a := range x.arcs {
-		for _, v := range []int32{a.c, node(a)} {
+		for _, v := range [2]int32{a.c, node(a)} {
 			f.adj[fill[v]] = int32(i)
 			fill[v]++
 		}
@@ -83,10 +85,11 @@ func (x *ties) layout(f *forest) {
 // cluster keeps its price.
 func (x *ties) snap() {
 	m := x.m
-	var f forest
-	x.layout(&f)
+	f := &x.snapFr
+	x.layout(f)
 	gr := int32(m.nc + m.ne)
-	price := make([]float64, m.nc+m.ne+1)
+	price := resize(x.price, m.nc+m.ne+1)
+	x.price = price
 	price[gr] = m.penalty
 	for _, v := range f.order {
 		ai := f.parent[v]
@@ -111,7 +114,9 @@ func (x *ties) snap() {
 	// No cluster of a free tree may be priced above the shed penalty
 	// (it would shed): a tree set along new ties from a root below the
 	// penalty can reach above it, and then comes down as a whole.
-	over := make([]float64, m.nc)
+	over := resize(x.over, m.nc)
+	x.over = over
+	clear(over)
 	for c := range m.nc {
 		if k := x.label[c]; !x.ground[k] && x.active(c) {
 			over[k] = max(over[k], x.pi[c]-m.penalty)
@@ -265,7 +270,8 @@ func (x *ties) recount() {
 // marks the trees tied to the ground.
 func (x *ties) components() {
 	m := x.m
-	g := newGroups(m.nc + m.ne + 1)
+	g := &x.grp
+	g.reset(m.nc + m.ne + 1)
 	gr := m.nc + m.ne
 	for _, a := range x.arcs {
 		g.union(int(a.c), int(x.toNode(a)))

@@ -60,6 +60,10 @@ type ties struct {
 	cand    []moveEngine
 	kinks   []kink
 	fr      forest
+	snapFr  forest    // snap's layout (fr is splitNegative's)
+	price   []float64 // snap's prices by node
+	over    []float64 // snap's excess over the penalty by tree
+	grp     groups    // components' union-find
 	changed []int32
 }
 
