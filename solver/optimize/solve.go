@@ -210,7 +210,7 @@ func (st *state) tryTies(from *point) (certificate, bool) {
 	x := newTies(st.m, from.pi)
 	x.tiesFrom(from)
 	ok := x.solve(tieMoves + tieMovesPerCluster*st.m.nc)
-	st.tracef("ties closed: %v after %d moves (%d merges, %d splits)", ok, x.moves, x.merges, x.splits)
+	st.tracef("ties closed: %v after %d moves (%d merges, %d splits, %d list builds, %d full moves)", ok, x.moves, x.merges, x.splits, x.rebuilds, x.fullMoves)
 	if !ok {
 		return certificate{}, false
 	}

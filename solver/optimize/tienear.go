@@ -48,7 +48,9 @@ func (bl *bidLists) build(m *model, pi []float64, active func(c int) bool) {
 				v = pi[c] - m.slotNet[lo+int32(i)]
 			}
 			bids[i] = v
-			top = max(top, v)
+			if v > top { // (not max: no NaN or signed zero to order here)
+				top = v
+			}
 		}
 		floor := top - bl.margin
 		for i, v := range bids {
