@@ -302,6 +302,26 @@ type nearArc struct {
 	r float64 // w over the cluster's full weight (1 when the arc flows); the price gap z while selecting
 }
 
+// cholRows4 sets column j of the four rows of L starting at a (rows n
+// apart) from row j's first j entries and diagonal d. Each row sums its
+// products in the same order as one row at a time would, so L is
+// bit-identical; four independent sums keep the floating-point adder busy
+// where one sum waits on its last addition.
+func cholRows4(a []float64, n int, rowJ []float64, j int, d float64) {
+	rowJ = rowJ[:j]
+	r0, r1, r2, r3 := a[:j+1], a[n:n+j+1], a[2*n:2*n+j+1], a[3*n:3*n+j+1]
+	s0, s1, s2, s3 := r0[j], r1[j], r2[j], r3[j]
+	// (equal lengths let the compiler drop the bounds checks)
+	r0, r1, r2, r3 = r0[:len(rowJ)], r1[:len(rowJ)], r2[:len(rowJ)], r3[:len(rowJ)]
+	for k, v := range rowJ {
+		s0 -= r0[k] * v
+		s1 -= r1[k] * v
+		s2 -= r2[k] * v
+		s3 -= r3[k] * v
+	}
+	a[j], a[n+j], a[2*n+j], a[3*n+j] = s0/d, s1/d, s2/d, s3/d
+}
+
 // cholSolve solves (A + ridge·diag(A))·x = b into x for symmetric positive
 // definite A given by its lower triangle (n×n row-major, overwritten). It
 // reports false when A is not positive definite enough.
@@ -322,7 +342,11 @@ func cholSolve(a, b []float64, n int, ridge float64, x []float64) bool {
 		}
 		d = math.Sqrt(d)
 		rowJ[j] = d
-		for i := j + 1; i < n; i++ {
+		i := j + 1
+		for ; i+4 <= n; i += 4 {
+			cholRows4(a[i*n:], n, rowJ, j, d)
+		}
+		for ; i < n; i++ {
 			rowI := a[i*n : i*n+j+1]
 			s := rowI[j]
 			for k := range j {
