@@ -5,21 +5,30 @@ package optimize
 // fleet of separate parts (models with their own engines, say) costs the
 // sum of their cubes, not the cube of their sum.
 func (nw *newtonWork) solveBlocks(n int) bool {
+	// Blocks in the order of their roots (a root is its block's lowest
+	// row), rows ascending within a block: a counting sort on the root.
 	g := &nw.coupled
-	nw.blockRows = nw.blockRows[:0]
-	nw.blockStart = append(nw.blockStart[:0], 0)
-	order := nw.order[:0]
+	at := resize(nw.blockAt, n+1) // per root: where its rows go
+	clear(at)
+	for j := range n {
+		at[g.find(j)+1]++
+	}
 	for i := range n {
-		if g.find(i) == i {
-			for j := range n {
-				if g.find(j) == i {
-					order = append(order, j)
-				}
-			}
-			nw.blockStart = append(nw.blockStart, int32(len(order)))
+		at[i+1] += at[i]
+	}
+	nw.blockStart = append(nw.blockStart[:0], 0)
+	for i := range n {
+		if at[i+1] > at[i] {
+			nw.blockStart = append(nw.blockStart, int32(at[i+1]))
 		}
 	}
-	nw.order = order
+	order := resize(nw.order, n)
+	for j := range n {
+		r := g.find(j)
+		order[at[r]] = j
+		at[r]++
+	}
+	nw.order, nw.blockAt = order, at
 	if len(nw.blockStart) == 2 { // one block: factorise in place
 		return nw.solveDense(nw.h, nw.rhs, n, nw.sol)
 	}

@@ -23,7 +23,7 @@ type newtonWork struct {
 
 	coupled             groups // rows an engine couples in H
 	order               []int
-	blockRows           []int
+	blockAt             []int // scratch: counting sort of rows by block
 	blockStart          []int32
 	sub, subRHS, subSol []float64
 
