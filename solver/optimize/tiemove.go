@@ -32,9 +32,22 @@ type moveResult struct {
 
 // candidates gathers the engines the members (marked in inS) bid for
 // within the bid lists, with the best bid from inside and from outside.
-func (x *ties) candidates(members []int32) {
+// A tree of one cluster leaves out the engines it cannot reach in a move
+// of at most room (farOff); the move, its kinks and the owners it updates
+// are the same without them.
+func (x *ties) candidates(members []int32, room float64) {
 	x.cand = x.cand[:0]
 	x.stampN++
+	if len(members) == 1 {
+		c := members[0]
+		engines, nets := x.bids.clusterArcs(c)
+		for i, eng := range engines {
+			if !x.farOff(c, eng, nets[i], room) {
+				x.cand = append(x.cand, x.bidsFor(eng))
+			}
+		}
+		return
+	}
 	for _, c := range members {
 		for _, eng := range x.bids.cluster(c) {
 			if x.stamp[eng] == x.stampN {
@@ -44,6 +57,20 @@ func (x *ties) candidates(members []int32) {
 			x.cand = append(x.cand, x.bidsFor(eng))
 		}
 	}
+}
+
+// farOff reports whether cluster c, bidding alone for engine e over an
+// arc of network time net, stays more than room (and a ms for rounding)
+// below e's owner, another cluster: then even a move of room leaves e to
+// others, so e neither sets a kink nor changes hands. The owner is a
+// listed bidder, so its bid is at most the best bid from outside that
+// bidsFor would find.
+func (x *ties) farOff(c, e int32, net, room float64) bool {
+	o := x.owner[e]
+	if x.ties[e] > 0 || o < 0 || o == c {
+		return false
+	}
+	return x.pi[c]-net < x.pi[o]-x.net(o, e)-room-1
 }
 
 // candidatesFull is candidates over every arc, for a move that may go

@@ -17,6 +17,7 @@ type bidLists struct {
 	eNet   []float64 // per listed arc: its network ms (m.slotNet, packed)
 	cStart []int32   // cluster c's engines: cEng[cStart[c]:cStart[c+1]]
 	cEng   []int32
+	cNet   []float64 // network ms of cEng's arcs
 	fill   []int32   // scratch
 	on     []bool    // scratch: per cluster, bids
 	bid    []float64 // scratch: one engine's bids
@@ -72,10 +73,12 @@ func (bl *bidLists) build(m *model, pi []float64, active func(c int) bool) {
 		bl.cStart[c+1] += bl.cStart[c]
 	}
 	bl.cEng = resize(bl.cEng, len(bl.eClu))
+	bl.cNet = resize(bl.cNet, len(bl.eClu))
 	bl.fill = append(bl.fill[:0], bl.cStart[:m.nc]...)
 	for e := range m.ne {
-		for _, c := range bl.eClu[bl.eStart[e]:bl.eStart[e+1]] {
-			bl.cEng[bl.fill[c]] = int32(e)
+		for i := bl.eStart[e]; i < bl.eStart[e+1]; i++ {
+			c := bl.eClu[i]
+			bl.cEng[bl.fill[c]], bl.cNet[bl.fill[c]] = int32(e), bl.eNet[i]
 			bl.fill[c]++
 		}
 	}
@@ -92,6 +95,13 @@ func (bl *bidLists) bidders(e int32) (clu []int32, net []float64) {
 // cluster returns the engines listing cluster c.
 func (bl *bidLists) cluster(c int32) []int32 {
 	return bl.cEng[bl.cStart[c]:bl.cStart[c+1]]
+}
+
+// clusterArcs returns the engines listing cluster c and its network times
+// to them.
+func (bl *bidLists) clusterArcs(c int32) (engines []int32, net []float64) {
+	lo, hi := bl.cStart[c], bl.cStart[c+1]
+	return bl.cEng[lo:hi], bl.cNet[lo:hi]
 }
 
 // room is how much further clusters' prices may move apart before the

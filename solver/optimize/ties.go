@@ -278,10 +278,12 @@ func (x *ties) visit(k int32) {
 	if demand == 0 || math.Abs(g) <= tol {
 		return
 	}
-	if room := x.bids.room(x.pi, x.active); room < 1e-3*x.bids.margin {
+	room := x.bids.room(x.pi, x.active)
+	if room < 1e-3*x.bids.margin {
 		x.refresh()
+		room = x.bids.room(x.pi, x.active)
 	}
-	x.candidates(members)
+	x.candidates(members, room)
 	if x.trace != nil {
 		x.trace("visit %d %v: g %.9g slope- %.9g slope+ %.9g pi0 %.12g", k, members, g, x.slope(members, 0, false), x.slope(members, 0, true), x.pi[members[0]])
 		for _, ce := range x.cand {
