@@ -175,12 +175,26 @@ func (s *sim) step(c *clock) error {
 		c.control += int64(s.cfg.ControlInterval)
 	case c.poll:
 		s.hooks.poll(s)
-		c.poll += int64(s.hooks.pollInterval())
+		c.poll = nextPoll(t, int64(s.hooks.pollInterval()), min(tA, tE, tF, c.status, c.control))
 	default:
 		c.arrival++
 		return s.arrive(c.arrival - 1)
 	}
 	return nil
+}
+
+// nextPoll is the poll tick after the one at `at`, every `every` ns, that
+// is the first not to come before the next other event (at `next`): the
+// ticks before it would see what the poll at `at` saw, since nothing
+// happens in between (peer.Poller), and were half of llm-d's polls. A
+// tick at `next` itself is kept: an engine's event then comes before it.
+// Without a next event the ticks go on one by one, as draining the
+// routers' held requests at the end may start engines again.
+func nextPoll(at, every, next int64) int64 {
+	if next == never || next <= at+every {
+		return at + every
+	}
+	return at + (next-at+every-1)/every*every
 }
 
 // advance runs engine e up to t and handles what finished.

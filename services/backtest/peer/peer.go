@@ -136,7 +136,9 @@ type BacklogReader interface {
 
 // Poller reads every engine's metrics every PollInterval, as a router that
 // scrapes /metrics does. m is indexed by engine and valid only during the
-// call.
+// call. The simulator skips the polls that would see what the last one saw
+// (nothing happened since), so a Poll that repeats the last must change
+// nothing: the router keeps the metrics, not when or how often it polled.
 type Poller interface {
 	PollInterval() time.Duration
 	Poll(v View, m []Metrics)
