@@ -140,7 +140,7 @@ func summarise(xs []float64) Stats {
 	if len(xs) == 0 {
 		return Stats{}
 	}
-	slices.Sort(xs)
+	sortFloats(xs)
 	sum := 0.0
 	for _, x := range xs {
 		sum += x
