@@ -3,9 +3,8 @@ package peer
 // hashMap maps block hashes to int32 values. The routers' prefix indexes
 // look up every block of every request, and with a Go map those lookups
 // were most of a peer policy's cost (cache misses in a large table). This
-// is an open-addressing table with linear probing, Fibonacci hashing
-// (trace block ids are often sequential) and backward-shift deletion,
-// kept at most half full.
+// is an open-addressing table with linear probing, grouped Fibonacci
+// hashing (home) and backward-shift deletion, kept at most half full.
 type hashMap struct {
 	slots []hashSlot // len is a power of two, or 0
 	shift uint
@@ -23,7 +22,23 @@ func newHashMap(hint int) hashMap {
 	return m
 }
 
-func (m *hashMap) home(key uint64) int { return int((key * 0x9e3779b97f4a7c15) >> m.shift) }
+// home is the slot where key's probe starts. Keys that differ only in
+// their last groupBits bits share a group of adjacent slots, which
+// Fibonacci hashing of the rest places: trace block ids are mostly
+// sequential (Mooncake numbers blocks as it first sees them), so a
+// request's blocks fall in a few groups, a few cache lines, where
+// hashing every id apart cost a cache miss per block (aibrix and sglang
+// ran 30-50% faster on the Mooncake acceptance run). Hashed ids spread
+// as before. Where a key sits never changes what the map holds.
+func (m *hashMap) home(key uint64) int {
+	return int((key>>groupBits*0x9e3779b97f4a7c15)>>m.shift)&^groupMask | int(key&groupMask)
+}
+
+// groupBits sets the group: 8 slots of 16 bytes, two cache lines.
+const (
+	groupBits = 3
+	groupMask = 1<<groupBits - 1
+)
 
 func (m *hashMap) len() int { return m.size }
 
