@@ -79,19 +79,32 @@ func (x *blockIndex) remove(key uint64) {
 	x.size--
 }
 
+// reserve makes room for n keys without growing, if the index is empty.
+func (x *blockIndex) reserve(n int) {
+	size := max(16, len(x.slots))
+	for size < 4*n {
+		size *= 2
+	}
+	if x.size == 0 && size > len(x.slots) {
+		x.alloc(size)
+	}
+}
+
 func (x *blockIndex) grow() {
 	old := x.slots
-	n := max(16, 2*len(old))
-	x.slots = make([]indexSlot, n)
-	x.shift = 64
-	for n > 1 {
-		n >>= 1
-		x.shift--
-	}
-	x.size = 0
+	x.alloc(max(16, 2*len(old)))
 	for _, s := range old {
 		if s.node != 0 {
 			x.put(s.key, s.node-1)
 		}
+	}
+}
+
+// alloc gives the index n empty slots (a power of two).
+func (x *blockIndex) alloc(n int) {
+	x.slots, x.size, x.shift = make([]indexSlot, n), 0, 64
+	for n > 1 {
+		n >>= 1
+		x.shift--
 	}
 }
