@@ -38,6 +38,7 @@ func (s *sim) faults() ([]fault, error) {
 // flight on it, resets it (its KV cache is lost) and marks it unhealthy.
 func (s *sim) applyFault(f fault) {
 	e, eng := f.engine, s.engines[f.engine]
+	s.changes[e]++
 	if !f.fail {
 		s.down[e] = false
 		eng.SetHealthy(true)

@@ -29,6 +29,7 @@ type peerPolicy struct {
 	pollers  []peer.Poller
 	pollNs   int64 // the shortest poll interval of the routers, 0 none
 	metrics  []peer.Metrics
+	polled   []uint64 // by engine: sim.changes when its metrics were read
 
 	req      peer.Request
 	deferred [][]int32       // by cluster: requests held at its router, oldest first
@@ -194,9 +195,21 @@ func (p *peerPolicy) dispatch(i, e int) {
 // pollInterval is when the routers poll engine metrics (0: never).
 func (p *peerPolicy) pollInterval() time.Duration { return time.Duration(p.pollNs) }
 
-// poll gives every polling router the engines' metrics now.
+// poll gives every polling router the engines' metrics now. An engine
+// nothing has changed since the last poll (sim.changes) reports what it
+// reported then, which is still in p.metrics: most engines, most polls.
 func (p *peerPolicy) poll(s *sim) {
+	if p.polled == nil {
+		p.polled = make([]uint64, len(s.engines))
+		for e := range p.polled {
+			p.polled[e] = s.changes[e] - 1
+		}
+	}
 	for e, eng := range s.engines {
+		if p.polled[e] == s.changes[e] {
+			continue
+		}
+		p.polled[e] = s.changes[e]
 		st := eng.Status()
 		p.metrics[e] = peer.Metrics{Running: st.Running, Waiting: st.Waiting, KVUsage: st.KVUtilization,
 			Healthy: st.Healthy && !s.down[e]}

@@ -52,6 +52,10 @@ type sim struct {
 	busyCarry  []int64 // busy time of engines before a failure reset them
 	done       []engine.Done
 
+	// changes counts, by engine, the calls that may have changed its
+	// status, so that peerPolicy.poll reads only the changed ones.
+	changes []uint64
+
 	features *window.Features // nil unless the policy reads signals
 	observer completionObserver
 	hooks    routerHooks         // the policy's, nil when it has none
@@ -77,6 +81,7 @@ func newSim(cfg *Config, fi *fleetInfo, w *workload, name string) (*sim, error) 
 		reqEngine:  make([]int16, w.len()),
 		convLast:   make([]int16, len(w.convKey)),
 		busyCarry:  make([]int64, ne),
+		changes:    make([]uint64, ne),
 		waitSeen:   make([]int32, ne),
 		runSeen:    make([]int32, ne),
 	}
@@ -200,6 +205,7 @@ func nextPoll(at, every, next int64) int64 {
 // advance runs engine e up to t and handles what finished.
 func (s *sim) advance(e int, t int64) {
 	eng := s.engines[e]
+	s.changes[e]++
 	s.done = eng.Advance(t, s.done[:0])
 	if s.firsts != nil {
 		s.firstTokens(e)
@@ -264,6 +270,7 @@ func (s *sim) submit(i, e int) error {
 	// Submit fails only for a time in the engine's past or bad sizes,
 	// both excluded by construction (the loop's time never goes back;
 	// the readers bound the sizes): an error here is a bug.
+	s.changes[e]++
 	if err := s.engines[e].Submit(s.now, r); err != nil {
 		return fmt.Errorf("backtest: %s: engine %q refused request %d: %w", s.name, s.fi.engines[e], i, err)
 	}
