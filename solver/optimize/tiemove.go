@@ -10,6 +10,7 @@ import (
 type moveEngine struct {
 	e, c, oc int32
 	b, o     float64
+	bn, on   float64 // network ms of c's and oc's arcs
 	l        float64 // load at the last shift evaluated (lt): the next one's start
 	lt       float64
 }
@@ -62,15 +63,15 @@ func (x *ties) candidates(members []int32, room float64) {
 // farOff reports whether cluster c, bidding alone for engine e over an
 // arc of network time net, stays more than room (and a ms for rounding)
 // below e's owner, another cluster: then even a move of room leaves e to
-// others, so e neither sets a kink nor changes hands. The owner is a
-// listed bidder, so its bid is at most the best bid from outside that
-// bidsFor would find.
+// others, so e neither sets a kink nor changes hands. The best outside
+// bid bidsFor would find is at least the owner's: the best bid of all is
+// listed (room ≥ 0), and it is not c's, which is below the owner's.
 func (x *ties) farOff(c, e int32, net, room float64) bool {
 	o := x.owner[e]
 	if x.ties[e] > 0 || o < 0 || o == c {
 		return false
 	}
-	return x.pi[c]-net < x.pi[o]-x.net(o, e)-room-1
+	return x.pi[c]-net < x.pi[o]-x.ownNet[e]-room-1
 }
 
 // candidatesFull is candidates over every arc, for a move that may go
@@ -96,10 +97,10 @@ func (x *ties) candidatesFull(members []int32) {
 				v := x.pi[c] - m.slotNet[k]
 				if x.inS[c] {
 					if v > me.b {
-						me.b, me.c = v, c
+						me.b, me.c, me.bn = v, c, m.slotNet[k]
 					}
 				} else if v > me.o {
-					me.o, me.oc = v, c
+					me.o, me.oc, me.on = v, c, m.slotNet[k]
 				}
 			}
 			if math.Abs(me.b-me.o) <= tieTol*max(1, math.Abs(me.b)) {
@@ -118,10 +119,10 @@ func (x *ties) bidsFor(e int32) moveEngine {
 		v := x.pi[c] - net[i]
 		if x.inS[c] {
 			if v > me.b {
-				me.b, me.c = v, c
+				me.b, me.c, me.bn = v, c, net[i]
 			}
 		} else if v > me.o {
-			me.o, me.oc = v, c
+			me.o, me.oc, me.on = v, c, net[i]
 		}
 	}
 	if math.Abs(me.b-me.o) <= tieTol*max(1, math.Abs(me.b)) {
@@ -280,9 +281,9 @@ func (x *ties) reown1(ce *moveEngine, t float64) bool {
 	if !was && !now {
 		return false
 	}
-	who, bid := ce.c, v
+	who, bid, wn := ce.c, v, ce.bn
 	if !now {
-		who, bid = ce.oc, ce.o
+		who, bid, wn = ce.oc, ce.o, ce.on
 	}
 	f := &x.m.eng[e]
 	l := 0.0
@@ -298,7 +299,7 @@ func (x *ties) reown1(ce *moveEngine, t float64) bool {
 	if x.owner[e] >= 0 {
 		x.ownL[x.owner[e]] -= x.load[e]
 	}
-	x.bid[e], x.owner[e], x.load[e] = bid, who, l
+	x.bid[e], x.owner[e], x.load[e], x.ownNet[e] = bid, who, l, wn
 	if who >= 0 {
 		x.ownL[who] += l
 	}

@@ -35,6 +35,7 @@ type ties struct {
 
 	bid    []float64 // per engine: best bid (its price when at least F'(0))
 	owner  []int32   // per engine: cluster of the best bid, -1 when none
+	ownNet []float64 // per engine: the owner's network ms to it
 	load   []float64 // per engine: Λ(bid)
 	ties   []int32   // per engine: its forest arcs
 	tieClu []int32   // per engine with forest arcs: one of its tied clusters
@@ -78,7 +79,7 @@ const tieTol = 1e-12
 
 func newTies(m *model, pi []float64) *ties {
 	x := &ties{m: m, pi: slices.Clone(pi),
-		bid: make([]float64, m.ne), owner: make([]int32, m.ne), load: make([]float64, m.ne),
+		bid: make([]float64, m.ne), owner: make([]int32, m.ne), ownNet: make([]float64, m.ne), load: make([]float64, m.ne),
 		ties: make([]int32, m.ne), tieClu: make([]int32, m.ne), label: make([]int32, m.nc),
 		ground: make([]bool, m.nc), ownL: make([]float64, m.nc), queued: make([]bool, m.nc),
 		inS: make([]bool, m.nc), stamp: make([]int32, m.ne)}
@@ -127,18 +128,19 @@ func (x *ties) reown() {
 // best bids).
 func (x *ties) ownEngine(e int32) {
 	m := x.m
-	best, who := math.Inf(-1), int32(-1)
+	best, who, wn := math.Inf(-1), int32(-1), 0.0
 	clu, net := x.bids.bidders(e)
 	for i, c := range clu {
 		if b := x.pi[c] - net[i]; b > best {
-			best, who = b, c
+			best, who, wn = b, c, net[i]
 		}
 	}
 	if x.ties[e] > 0 {
 		c := x.tieClu[e]
-		tb := x.pi[c] - x.net(c, e)
+		n := x.net(c, e)
+		tb := x.pi[c] - n
 		if best-tb <= tieTol*max(1, math.Abs(tb)) {
-			best, who = tb, c
+			best, who, wn = tb, c, n
 		} else {
 			x.untie(e)
 		}
@@ -148,7 +150,7 @@ func (x *ties) ownEngine(e int32) {
 	if who >= 0 && best > f.a {
 		l = f.loadAtPriceFrom(best, x.load[e])
 	}
-	x.bid[e], x.owner[e], x.load[e] = best, who, l
+	x.bid[e], x.owner[e], x.load[e], x.ownNet[e] = best, who, l, wn
 	if x.ties[e] == 0 && who >= 0 {
 		x.ownL[who] += l
 	}
