@@ -32,46 +32,47 @@ type moveResult struct {
 }
 
 // candidates gathers the engines the members (marked in inS) bid for
-// within the bid lists, with the best bid from inside and from outside.
-// A tree of one cluster leaves out the engines it cannot reach in a move
-// of at most room (farOff); the move, its kinks and the owners it updates
-// are the same without them.
+// within the bid lists, with the best bid from inside and from outside,
+// in the order the members' lists first name them. It leaves out the
+// engines the tree cannot reach in a move of at most room (farOff); the
+// move, its kinks and the owners it updates are the same without them.
 func (x *ties) candidates(members []int32, room float64) {
 	x.cand = x.cand[:0]
 	x.stampN++
-	if len(members) == 1 {
-		c := members[0]
+	order := x.order[:0]
+	for _, c := range members {
 		engines, nets := x.bids.clusterArcs(c)
-		for i, eng := range engines {
-			if !x.farOff(c, eng, nets[i], room) {
-				x.cand = append(x.cand, x.bidsFor(eng))
+		for i, e := range engines {
+			v := x.pi[c] - nets[i]
+			if x.stamp[e] != x.stampN {
+				x.stamp[e] = x.stampN
+				x.treeBid[e] = v
+				order = append(order, e)
+			} else if v > x.treeBid[e] {
+				x.treeBid[e] = v
 			}
 		}
-		return
 	}
-	for _, c := range members {
-		for _, eng := range x.bids.cluster(c) {
-			if x.stamp[eng] == x.stampN {
-				continue
-			}
-			x.stamp[eng] = x.stampN
-			x.cand = append(x.cand, x.bidsFor(eng))
+	x.order = order
+	for _, e := range order {
+		if !x.farOff(e, x.treeBid[e], room) {
+			x.cand = append(x.cand, x.bidsFor(e))
 		}
 	}
 }
 
-// farOff reports whether cluster c, bidding alone for engine e over an
-// arc of network time net, stays more than room (and a ms for rounding)
-// below e's owner, another cluster: then even a move of room leaves e to
-// others, so e neither sets a kink nor changes hands. The best outside
-// bid bidsFor would find is at least the owner's: the best bid of all is
-// listed (room ≥ 0), and it is not c's, which is below the owner's.
-func (x *ties) farOff(c, e int32, net, room float64) bool {
+// farOff reports whether the moving tree, whose best bid for engine e is
+// b, stays more than room (and a ms for rounding) below e's owner, a
+// cluster outside it: then even a move of room leaves e to others, so e
+// neither sets a kink nor changes hands. The best outside bid bidsFor
+// would find is at least the owner's: the best bid of all is listed
+// (room ≥ 0), and it is not the tree's, which is below the owner's.
+func (x *ties) farOff(e int32, b, room float64) bool {
 	o := x.owner[e]
-	if x.ties[e] > 0 || o < 0 || o == c {
+	if x.ties[e] > 0 || o < 0 || x.inS[o] {
 		return false
 	}
-	return x.pi[c]-net < x.pi[o]-x.ownNet[e]-room-1
+	return b < x.pi[o]-x.ownNet[e]-room-1
 }
 
 // candidatesFull is candidates over every arc, for a move that may go

@@ -92,11 +92,6 @@ func (bl *bidLists) bidders(e int32) (clu []int32, net []float64) {
 	return bl.eClu[lo:hi], bl.eNet[lo:hi]
 }
 
-// cluster returns the engines listing cluster c.
-func (bl *bidLists) cluster(c int32) []int32 {
-	return bl.cEng[bl.cStart[c]:bl.cStart[c+1]]
-}
-
 // clusterArcs returns the engines listing cluster c and its network times
 // to them.
 func (bl *bidLists) clusterArcs(c int32) (engines []int32, net []float64) {
