@@ -190,6 +190,8 @@ func (a *engineAcc) appendRows(dst []schemas.Feature, e Entry[engineAcc], all *c
 }
 
 func (c *cellAcc) row(e Entry[engineAcc], cluster string, sizeSec float64) schemas.Feature {
+	ttft50, ttft90, ttft99 := c.ttft.Quantiles3(0.50, 0.90, 0.99)
+	tbot50, tbot90, tbot99 := c.tbot.Quantiles3(0.50, 0.90, 0.99)
 	return schemas.Feature{
 		WindowStartUnixNano: e.Window.StartNs,
 		WindowEndUnixNano:   e.Window.EndNs,
@@ -198,12 +200,12 @@ func (c *cellAcc) row(e Entry[engineAcc], cluster string, sizeSec float64) schem
 		Requests:            c.requests,
 		Errors:              c.errors,
 		ArrivalRPS:          float64(c.requests) / sizeSec,
-		TTFTP50Ms:           c.ttft.Quantile(0.50),
-		TTFTP90Ms:           c.ttft.Quantile(0.90),
-		TTFTP99Ms:           c.ttft.Quantile(0.99),
-		TBOTP50Ms:           c.tbot.Quantile(0.50),
-		TBOTP90Ms:           c.tbot.Quantile(0.90),
-		TBOTP99Ms:           c.tbot.Quantile(0.99),
+		TTFTP50Ms:           ttft50,
+		TTFTP90Ms:           ttft90,
+		TTFTP99Ms:           ttft99,
+		TBOTP50Ms:           tbot50,
+		TBOTP90Ms:           tbot90,
+		TBOTP99Ms:           tbot99,
 		ErrorRate:           ratio(float64(c.errors), c.requests),
 		CacheHitRatio:       ratio(float64(c.cachedPrompt), c.prompt),
 	}

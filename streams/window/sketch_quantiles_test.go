@@ -1,0 +1,37 @@
+package window
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestQuantiles3IsQuantile checks Quantiles3 against three Quantile calls
+// bit for bit: empty sketches, zeros, saturated values, qs out of order
+// and out of range.
+func TestQuantiles3IsQuantile(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	qs := [][3]float64{{0.5, 0.9, 0.99}, {0, 0.5, 1}, {0.99, 0.5, 0.9}, {0.9, 0.9, 0.9}, {-1, 0.5, 2}, {math.NaN(), 0.1, 0.2}}
+	for trial := range 300 {
+		var s Sketch
+		for range rng.IntN(2000) * min(trial, 1) { // the first empty
+			switch rng.IntN(10) {
+			case 0:
+				s.Add(0)
+			case 1:
+				s.Add(1e9)
+			default:
+				s.Add(math.Exp(rng.NormFloat64()*3 + 5))
+			}
+		}
+		for _, q := range qs {
+			a, b, c := s.Quantiles3(q[0], q[1], q[2])
+			got := [3]float64{a, b, c}
+			for k := range q {
+				if want := s.Quantile(q[k]); math.Float64bits(got[k]) != math.Float64bits(want) {
+					t.Fatalf("trial %d, n=%d: Quantiles3(%v)[%d] = %v, Quantile = %v", trial, s.n, q, k, got[k], want)
+				}
+			}
+		}
+	}
+}
