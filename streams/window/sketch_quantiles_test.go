@@ -35,3 +35,12 @@ func TestQuantiles3IsQuantile(t *testing.T) {
 		}
 	}
 }
+
+// TestSketchValuesArePow checks the table against the formula it caches.
+func TestSketchValuesArePow(t *testing.T) {
+	for b, v := range sketchValues {
+		if want := 2 * math.Pow(sketchGamma, float64(b+sketchMinIndex)) / (sketchGamma + 1); math.Float64bits(v) != math.Float64bits(want) {
+			t.Fatalf("bucket %d: %v, want %v", b, v, want)
+		}
+	}
+}
