@@ -225,6 +225,15 @@ func (s *Sketch) Quantiles3(q1, q2, q3 float64) (float64, float64, float64) {
 			i, seen = 0, s.zeros
 		}
 		last = rank
+		for i+4 <= len(s.counts) { // four buckets a step while all are at or below rank
+			c := s.counts[i : i+4 : i+4]
+			n4 := uint64(c[0]) + uint64(c[1]) + uint64(c[2]) + uint64(c[3])
+			if seen+n4 > rank {
+				break
+			}
+			seen += n4
+			i += 4
+		}
 		for i < len(s.counts) && seen+uint64(s.counts[i]) <= rank {
 			seen += uint64(s.counts[i])
 			i++
