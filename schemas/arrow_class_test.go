@@ -1,6 +1,7 @@
 package schemas
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -21,7 +22,7 @@ func TestFeatureClassColumn(t *testing.T) {
 	if err != nil || got[1].Class != "llama-3-70b/0-8192" || got[0].Class != "" {
 		t.Fatalf("round trip: %+v, %v", got, err)
 	}
-	old := featureColumns[:len(featureColumns)-1]
+	old := featureColumns[:slices.IndexFunc(featureColumns, func(c column[Feature]) bool { return c.field.Name == "class" })]
 	rec = toRecord(mem, tableSchema(FeatureSchemaVersion, old), old, rows)
 	defer rec.Release()
 	got, err = FeaturesFromRecord(rec)

@@ -34,6 +34,9 @@ var featureColumns = []column[Feature]{
 	u64Col("status_events", func(r *Feature) *uint64 { return &r.StatusEvents }),
 	u64Col("late_events", func(r *Feature) *uint64 { return &r.LateEvents }),
 	optional(strCol("class", true, func(r *Feature) *string { return &r.Class })),
+	optional(f64Col("prompt_tokens_mean", func(r *Feature) *float64 { return &r.PromptTokensMean })),
+	optional(f64Col("output_tokens_mean", func(r *Feature) *float64 { return &r.OutputTokensMean })),
+	optional(f64Col("uncached_sq_mean", func(r *Feature) *float64 { return &r.UncachedSqMean })),
 }
 
 // optional marks a column appended after its table's version was first

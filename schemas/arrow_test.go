@@ -221,7 +221,8 @@ func TestSchemaColumns(t *testing.T) {
 	}
 	const features = "window_start,window_end,engine,cluster,requests,errors,arrival_rps,in_flight," +
 		"ttft_p50_ms,ttft_p90_ms,ttft_p99_ms,tbot_p50_ms,tbot_p90_ms,tbot_p99_ms,error_rate," +
-		"cache_hit_ratio,utilization,kv_cache_util,ready_replicas,healthy,status_events,late_events,class"
+		"cache_hit_ratio,utilization,kv_cache_util,ready_replicas,healthy,status_events,late_events,class," +
+		"prompt_tokens_mean,output_tokens_mean,uncached_sq_mean"
 	const profiles = "engine,sku,fitted_at,capacity_rps,slo_capacity_rps,ttft_base_ms,ttft_queue_ms,tbot_base_ms," +
 		"tbot_slope_ms,ttft_r2,tbot_r2,samples,load_min_rps,load_max_rps"
 	if got := names(FeatureSchema); got != features {

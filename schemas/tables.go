@@ -31,6 +31,15 @@ type Feature struct {
 	Healthy       bool    // last seen health was healthy
 	StatusEvents  uint64  // status events in the window
 	LateEvents    uint64  // events that arrived after the window closed (counted, not applied)
+
+	// The mean request of the window's completions without error: prompt
+	// and output tokens, and the mean square of the uncached prompt tokens
+	// (prompt − cached). With CacheHitRatio they are the request shape the
+	// optimizer sizes an engine's prior profile for (solver/prior.Shape).
+	// 0 without such completions, and in records of older writers.
+	PromptTokensMean float64
+	OutputTokensMean float64
+	UncachedSqMean   float64
 }
 
 // Profile is one row of the profile table: a fitted latency-versus-load

@@ -38,7 +38,8 @@ func (r *Feature) validate() error {
 		v    float64
 	}{{"arrival_rps", r.ArrivalRPS}, {"in_flight", r.InFlight}, {"utilization", r.Utilization},
 		{"ttft_p50_ms", r.TTFTP50Ms}, {"ttft_p90_ms", r.TTFTP90Ms}, {"ttft_p99_ms", r.TTFTP99Ms},
-		{"tbot_p50_ms", r.TBOTP50Ms}, {"tbot_p90_ms", r.TBOTP90Ms}, {"tbot_p99_ms", r.TBOTP99Ms}} {
+		{"tbot_p50_ms", r.TBOTP50Ms}, {"tbot_p90_ms", r.TBOTP90Ms}, {"tbot_p99_ms", r.TBOTP99Ms},
+		{"prompt_tokens_mean", r.PromptTokensMean}, {"output_tokens_mean", r.OutputTokensMean}, {"uncached_sq_mean", r.UncachedSqMean}} {
 		if err := checkNonNegative(v.name, v.v); err != nil {
 			return fmt.Errorf("engine %q: %w", r.Engine, err)
 		}

@@ -40,6 +40,10 @@ type FeatureJSON struct {
 	Healthy       bool    `json:"healthy"`
 	StatusEvents  uint64  `json:"status_events"`
 	LateEvents    uint64  `json:"late_events"`
+	// The window's request shape (features/v1's appended columns).
+	PromptTokensMean float64 `json:"prompt_tokens_mean"`
+	OutputTokensMean float64 `json:"output_tokens_mean"`
+	UncachedSqMean   float64 `json:"uncached_sq_mean"`
 }
 
 func featureJSON(r *schemas.Feature) FeatureJSON {
@@ -51,6 +55,7 @@ func featureJSON(r *schemas.Feature) FeatureJSON {
 		ErrorRate: r.ErrorRate, CacheHitRatio: r.CacheHitRatio, Utilization: r.Utilization,
 		KVCacheUtil: r.KVCacheUtil, ReadyReplicas: r.ReadyReplicas, Healthy: r.Healthy,
 		StatusEvents: r.StatusEvents, LateEvents: r.LateEvents,
+		PromptTokensMean: r.PromptTokensMean, OutputTokensMean: r.OutputTokensMean, UncachedSqMean: r.UncachedSqMean,
 	}
 }
 

@@ -147,7 +147,7 @@ func newOptimizerPolicy(s *sim) (*optimizerPolicy, error) {
 		fitted:      make([]*regress.Profile, ne),
 		last:        make([]*schemas.Feature, ne),
 		rows:        make([]schemas.Feature, ne),
-		shape:       shapeEstimate{alpha: s.cfg.Optimizer.ShapeAlpha, fallback: nominalShape(s.fi)},
+		shape:       shapeEstimate{prior.ShapeEstimate{Alpha: s.cfg.Optimizer.ShapeAlpha, Fallback: nominalShape(s.fi)}},
 		calib:       calibrator{ne: ne},
 	}
 	s.observer = &p.shape

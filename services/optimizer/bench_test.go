@@ -50,7 +50,7 @@ func loadedOptimizer(tb testing.TB, f *schemas.Fleet) *Optimizer {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	caps := derate(o.cfg.Derate, o.in, o.cfg.MeanPromptTokens)
+	caps := derate(o.cfg.Derate, o.in, o.shape.get())
 	demand := priorDemand(f, routing.NewRows(f), caps, 0.6)
 	first, err := o.solve(time.Unix(0, 0))
 	if err != nil {

@@ -98,8 +98,13 @@ type Config struct {
 	Demand DemandConfig
 	Derate DerateConfig
 	// MeanPromptTokens sizes the prior profile of an engine without a
-	// fitted one (PriorProfile).
+	// fitted one (PriorProfile) until the feature windows give the mean
+	// request actually served (ShapeAlpha).
 	MeanPromptTokens float64
+	// ShapeAlpha is the weight of a solve's new windows in the mean
+	// request that sizes the priors (prior.ShapeEstimate; the
+	// backtester's optimizer uses the same, per control interval).
+	ShapeAlpha float64
 
 	// HistoryLen bounds State().History.
 	HistoryLen int
@@ -154,6 +159,7 @@ func DefaultConfig(fleet *schemas.Fleet) Config {
 		Demand:                DemandConfig{Alpha: 0.5, MaxShedCorrection: 0.9, MinRPS: 1e-3, PriorLoad: 0.5},
 		Derate:                routing.DefaultDerateConfig(),
 		MeanPromptTokens:      1000,
+		ShapeAlpha:            0.2,
 		HistoryLen:            512,
 		PublishTimeout:        10 * time.Second,
 	}
@@ -255,6 +261,8 @@ func (c Config) validateSolver() error {
 		return fmt.Errorf("min change %v: want [0, 1]", c.MinChange)
 	case !(c.MeanPromptTokens > 0) || math.IsInf(c.MeanPromptTokens, 0):
 		return fmt.Errorf("mean prompt tokens %v must be positive", c.MeanPromptTokens)
+	case !(c.ShapeAlpha > 0 && c.ShapeAlpha <= 1):
+		return fmt.Errorf("shape alpha %v: want (0, 1]", c.ShapeAlpha)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"github.com/ilb-router/ilb/schemas"
 	"github.com/ilb-router/ilb/services/internal/routing"
 	"github.com/ilb-router/ilb/solver/optimize"
+	"github.com/ilb-router/ilb/solver/prior"
 )
 
 // Where an engine's profile came from (EngineState.Profile).
@@ -54,7 +55,7 @@ func (c engineCap) capacity() float64 { return c.profile.engine.CapacityRps * c.
 // fleet order: its profile (fitted, else its SKU's, else the prior) and
 // the factor routing.Derate gives from its latest feature row (README.md,
 // Derating; the backtester runs the same rules).
-func derate(cfg DerateConfig, in *inputs, meanPrompt float64) []engineCap {
+func derate(cfg DerateConfig, in *inputs, sh prior.Shape) []engineCap {
 	latest := make([]*schemas.Feature, len(in.fleet.Engines))
 	for i, fe := range in.fleet.Engines {
 		if r, ok := in.engines[fe.Name]; ok {
@@ -66,7 +67,7 @@ func derate(cfg DerateConfig, in *inputs, meanPrompt float64) []engineCap {
 	d := routing.Derate(rc, in.fleet, latest, in.newestEnd)
 	caps := make([]engineCap, 0, len(in.fleet.Engines))
 	for i, fe := range in.fleet.Engines {
-		caps = append(caps, engineCap{fleet: fe, profile: in.profileFor(fe, meanPrompt), factor: d[i].Factor, reasons: d[i].Reasons})
+		caps = append(caps, engineCap{fleet: fe, profile: in.profileFor(fe, sh), factor: d[i].Factor, reasons: d[i].Reasons})
 	}
 	return caps
 }

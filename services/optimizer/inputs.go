@@ -3,6 +3,7 @@ package optimizer
 import (
 	"github.com/ilb-router/ilb/schemas"
 	"github.com/ilb-router/ilb/services/internal/routing"
+	"github.com/ilb-router/ilb/solver/prior"
 )
 
 // pairKey names a (cluster, class, engine) feature row (class empty in a
@@ -135,8 +136,8 @@ func (in *inputs) current(r schemas.Feature) bool {
 // profileFor returns the profile the solver uses for engine e and where it
 // came from: its own fitted profile, else its SKU's, else the prior. A
 // fitted capacity is capped by the prior's (routing.CapFit).
-func (in *inputs) profileFor(e schemas.FleetEngine, meanPrompt float64) engineProfile {
-	pr := PriorProfile(e, meanPrompt, in.fleet.MeanOutputTokens)
+func (in *inputs) profileFor(e schemas.FleetEngine, sh prior.Shape) engineProfile {
+	pr := PriorProfileFor(e, sh)
 	fitted := func(p schemas.Profile, source string) engineProfile {
 		ep := fromProfile(e.Name, p, source)
 		ep.engine = routing.CapFit(ep.engine, pr)

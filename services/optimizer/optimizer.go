@@ -56,6 +56,7 @@ type Optimizer struct {
 	in        *inputs
 	ticks     *ticks // the event clock's queue (ClockEvent)
 	dem       *demand
+	shape     *shape
 	prev      published
 	prevAsOf  int64 // asOf of this instance's last publish (1 when it had none)
 	sched     schedule
@@ -101,6 +102,7 @@ func New(cfg Config, deps Deps) (*Optimizer, error) {
 		cfg: cfg, deps: deps, met: met, log: deps.Logger, now: deps.Now, prop: deps.Propagator,
 		health: deps.Health, inbox: make(chan input, inboxSize), trigger: make(chan struct{}, 1),
 		rows: routing.NewRows(cfg.Fleet), in: newInputs(cfg.Fleet), ticks: newTicks(cfg.Fleet, cfg.TickWait), dem: newDemand(cfg.Demand),
+		shape: newShape(cfg.ShapeAlpha, cfg.MeanPromptTokens, cfg.Fleet),
 	}
 	o.setDefaults()
 	o.handler = o.newHandler()

@@ -2,6 +2,7 @@ package optimizer
 
 import (
 	"errors"
+	"github.com/ilb-router/ilb/solver/prior"
 	"maps"
 	"math"
 	"slices"
@@ -72,7 +73,7 @@ func TestDerateRules(t *testing.T) {
 				rows = append(rows, r)
 			}
 			in.addFeatures(rows)
-			caps := derate(cfg, in, 1000)
+			caps := derate(cfg, in, prior.Shape{PromptTokens: 1000, OutputTokens: in.fleet.MeanOutputTokens})
 			got := caps[slices.IndexFunc(caps, func(c engineCap) bool { return c.fleet.Name == eng })]
 			if math.Abs(got.factor-c.factor) > 1e-12 {
 				t.Errorf("factor %v, want %v (reasons %v)", got.factor, c.factor, got.reasons)
@@ -91,7 +92,7 @@ func TestDerateReplicas(t *testing.T) {
 	r := engineRow(3, f.Engines[0].Name, 1)
 	r.ReadyReplicas = 3
 	in.addFeatures([]schemas.Feature{r})
-	c := derate(DefaultConfig(f).Derate, in, 1000)[0]
+	c := derate(DefaultConfig(f).Derate, in, prior.Shape{PromptTokens: 1000, OutputTokens: f.MeanOutputTokens})[0]
 	if c.factor != 0.75 || !slices.Equal(c.reasons, []string{derateReplicas}) {
 		t.Fatalf("3 of 4 replicas ready: factor %v reasons %v, want 0.75 [replicas]", c.factor, c.reasons)
 	}
@@ -162,7 +163,7 @@ func TestDemandEstimate(t *testing.T) {
 
 func TestPriorDemand(t *testing.T) {
 	f := schemas.ExampleFleetOneModel()
-	caps := derate(DefaultConfig(f).Derate, newInputs(f), 1000)
+	caps := derate(DefaultConfig(f).Derate, newInputs(f), prior.Shape{PromptTokens: 1000, OutputTokens: f.MeanOutputTokens})
 	got := priorDemand(f, routing.NewRows(f), caps, 0.5)
 	if math.Abs(got["fe-east"]-12*0.45) > 1e-9 || math.Abs(got["fe-eu"]-12*0.25) > 1e-9 {
 		t.Fatalf("prior demand %v, want total_demand_rps 12 split by shares", got)
@@ -190,7 +191,7 @@ func TestBuildProblemEligibility(t *testing.T) {
 		rows = append(rows, r)
 	}
 	in.addFeatures(rows)
-	caps := derate(DefaultConfig(f).Derate, in, 1000)
+	caps := derate(DefaultConfig(f).Derate, in, prior.Shape{PromptTokens: 1000, OutputTokens: f.MeanOutputTokens})
 	p, err := buildProblem(f, routing.NewRows(f), caps, map[string]float64{"fe-east": 1, "fe-west": 1, "fe-eu": 1})
 	if err != nil {
 		t.Fatal(err)
@@ -204,7 +205,7 @@ func TestBuildProblemEligibility(t *testing.T) {
 	if got := p.NetworkMs["fe-west"]["east-h100-0"]; got != 72 {
 		t.Errorf("network fe-west -> east-h100-0 = %v, want 72 (west-us -> east-us)", got)
 	}
-	all := derate(DefaultConfig(f).Derate, in, 1000)
+	all := derate(DefaultConfig(f).Derate, in, prior.Shape{PromptTokens: 1000, OutputTokens: f.MeanOutputTokens})
 	for i := range all {
 		all[i].factor = 0
 	}
@@ -316,12 +317,12 @@ func TestFittedCapacityCappedByPrior(t *testing.T) {
 	pr := PriorProfile(e, 1024, f.MeanOutputTokens)
 	in.addProfiles([]schemas.Profile{{Engine: e.Name, SKU: e.SKU, FittedAtUnixNano: 1, CapacityRPS: 3 * pr.CapacityRps,
 		TTFTBaseMs: 140, TTFTQueueMs: 30, TBOTBaseMs: 30, TBOTSlopeMs: 40, Samples: 20, LoadMinRPS: 1, LoadMaxRPS: 2}})
-	if got := in.profileFor(e, 1024); got.source != sourceFitted || math.Abs(got.engine.CapacityRps-routing.FitCapacitySlack*pr.CapacityRps) > 1e-9 {
+	if got := in.profileFor(e, prior.Shape{PromptTokens: 1024, OutputTokens: f.MeanOutputTokens}); got.source != sourceFitted || math.Abs(got.engine.CapacityRps-routing.FitCapacitySlack*pr.CapacityRps) > 1e-9 {
 		t.Errorf("fit at 3x the prior: %+v, want capacity %v", got, routing.FitCapacitySlack*pr.CapacityRps)
 	}
 	in.addProfiles([]schemas.Profile{{Engine: e.Name, SKU: e.SKU, FittedAtUnixNano: 2, CapacityRPS: pr.CapacityRps / 2,
 		TTFTBaseMs: 140, TTFTQueueMs: 30, TBOTBaseMs: 30, TBOTSlopeMs: 40, Samples: 20, LoadMinRPS: 0.5, LoadMaxRPS: 1}})
-	if got := in.profileFor(e, 1024); got.engine.CapacityRps != pr.CapacityRps/2 {
+	if got := in.profileFor(e, prior.Shape{PromptTokens: 1024, OutputTokens: f.MeanOutputTokens}); got.engine.CapacityRps != pr.CapacityRps/2 {
 		t.Errorf("fit below the prior: capacity %v, want %v", got.engine.CapacityRps, pr.CapacityRps/2)
 	}
 }

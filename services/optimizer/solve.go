@@ -33,7 +33,8 @@ type solveResult struct {
 func (o *Optimizer) solve(at time.Time) (*solveResult, error) {
 	f, rows := o.cfg.Fleet, o.rows
 	o.dem.update(o.in, rows, o.prev.shed(f, rows))
-	caps := derate(o.cfg.Derate, o.in, o.cfg.MeanPromptTokens)
+	o.shape.update(o.in)
+	caps := derate(o.cfg.Derate, o.in, o.shape.get())
 	prior := priorDemand(f, rows, caps, o.cfg.Demand.PriorLoad)
 	dem := make(map[string]float64, rows.Len())
 	idle := map[string]bool{}

@@ -33,6 +33,10 @@ type cellAcc struct {
 	requests, errors     uint64
 	prompt, cachedPrompt uint64
 	ttft, tbot           Sketch
+	// The request shape of the completions without error: prompt and
+	// output tokens, and the squares of the uncached prompt tokens.
+	okPrompt, okOutput uint64
+	okUncachedSq       float64
 }
 
 // statusAcc accumulates status events (engine rows only).
@@ -117,6 +121,7 @@ func (a *engineAcc) cluster(name, class string, maxClusters int) *cellAcc {
 
 func (c *cellAcc) reset() {
 	c.requests, c.errors, c.prompt, c.cachedPrompt = 0, 0, 0, 0
+	c.okPrompt, c.okOutput, c.okUncachedSq = 0, 0, 0
 	c.ttft.Reset()
 	c.tbot.Reset()
 }
@@ -126,6 +131,9 @@ func (c *cellAcc) merge(o *cellAcc) {
 	c.errors += o.errors
 	c.prompt += o.prompt
 	c.cachedPrompt += o.cachedPrompt
+	c.okPrompt += o.okPrompt
+	c.okOutput += o.okOutput
+	c.okUncachedSq += o.okUncachedSq
 	c.ttft.Merge(&o.ttft)
 	c.tbot.Merge(&o.tbot)
 }
@@ -138,6 +146,10 @@ func (c *cellAcc) add(x *schemas.Completion, s *completionSample) {
 		c.errors++
 		return
 	}
+	u := float64(x.PromptTokens - min(x.CachedPromptTokens, x.PromptTokens))
+	c.okPrompt += uint64(x.PromptTokens)
+	c.okOutput += uint64(x.OutputTokens)
+	c.okUncachedSq += u * u
 	c.ttft.addSample(s.ttft)
 	c.tbot.addSample(s.tbot)
 }
@@ -208,6 +220,9 @@ func (c *cellAcc) row(e Entry[engineAcc], cluster string, sizeSec float64) schem
 		TBOTP99Ms:           tbot99,
 		ErrorRate:           ratio(float64(c.errors), c.requests),
 		CacheHitRatio:       ratio(float64(c.cachedPrompt), c.prompt),
+		PromptTokensMean:    ratio(float64(c.okPrompt), c.requests-c.errors),
+		OutputTokensMean:    ratio(float64(c.okOutput), c.requests-c.errors),
+		UncachedSqMean:      ratio(c.okUncachedSq, c.requests-c.errors),
 	}
 }
 

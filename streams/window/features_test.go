@@ -67,33 +67,41 @@ func TestFeaturesKnownAnswer(t *testing.T) {
 			r.ErrorRate, r.CacheHitRatio = 0.25, 800.0/2000
 			r.InFlight, r.Utilization, r.KVCacheUtil = 16.0/3, (0.5+0.5+1.0/8)/3, 1.5/3
 			r.ReadyReplicas, r.Healthy, r.StatusEvents = 2, false, 3
+			// the request shape of the three without error: prompts 1000
+			// (400 cached), 500 and 400 (all cached), outputs 10, 10, 1
+			r.PromptTokensMean, r.OutputTokensMean, r.UncachedSqMean = 1900.0/3, 7, (600.0*600+500*500)/3
 		}),
 		with(w0, func(r *schemas.Feature) {
 			r.Engine, r.Cluster, r.Requests, r.Errors, r.ArrivalRPS = "e1", "fe-a", 3, 1, 0.3
 			r.TTFTP50Ms, r.TTFTP90Ms, r.TTFTP99Ms = 100, 100, 100
 			r.TBOTP50Ms, r.TBOTP90Ms, r.TBOTP99Ms = 20, 20, 20
 			r.ErrorRate, r.CacheHitRatio = 1.0/3, 800.0/1500
+			r.PromptTokensMean, r.OutputTokensMean, r.UncachedSqMean = 700, 5.5, 600.0*600/2
 		}),
 		with(w0, func(r *schemas.Feature) {
 			r.Engine, r.Cluster, r.Requests, r.ArrivalRPS = "e1", "fe-b", 1, 0.1
 			r.TTFTP50Ms, r.TTFTP90Ms, r.TTFTP99Ms = 200, 200, 200
 			r.TBOTP50Ms, r.TBOTP90Ms, r.TBOTP99Ms = 30, 30, 30
+			r.PromptTokensMean, r.OutputTokensMean, r.UncachedSqMean = 500, 10, 500*500
 		}),
 		with(w0, func(r *schemas.Feature) {
 			r.Engine, r.Requests, r.ArrivalRPS = "e2", 1, 0.1
 			r.TTFTP50Ms, r.TTFTP90Ms, r.TTFTP99Ms = 50, 50, 50
 			r.TBOTP50Ms, r.TBOTP90Ms, r.TBOTP99Ms = 10, 10, 10
 			r.InFlight, r.KVCacheUtil, r.ReadyReplicas, r.Healthy, r.StatusEvents = 1, 0.1, 1, true, 1
+			r.PromptTokensMean, r.OutputTokensMean, r.UncachedSqMean = 10, 5, 100
 		}),
 		with(w1, func(r *schemas.Feature) {
 			r.Engine, r.Requests, r.ArrivalRPS, r.LateEvents = "e1", 1, 0.1, 1
 			r.TTFTP50Ms, r.TTFTP90Ms, r.TTFTP99Ms = 100, 100, 100
 			r.TBOTP50Ms, r.TBOTP90Ms, r.TBOTP99Ms = 20, 20, 20
+			r.PromptTokensMean, r.OutputTokensMean, r.UncachedSqMean = 10, 10, 100
 		}),
 		with(w1, func(r *schemas.Feature) {
 			r.Engine, r.Cluster, r.Requests, r.ArrivalRPS = "e1", "fe-a", 1, 0.1
 			r.TTFTP50Ms, r.TTFTP90Ms, r.TTFTP99Ms = 100, 100, 100
 			r.TBOTP50Ms, r.TBOTP90Ms, r.TBOTP99Ms = 20, 20, 20
+			r.PromptTokensMean, r.OutputTokensMean, r.UncachedSqMean = 10, 10, 100
 		}),
 	}
 	if len(rows) != len(want) {
