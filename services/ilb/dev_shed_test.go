@@ -44,7 +44,7 @@ func TestDevShedsOnlyInTheSwing(t *testing.T) {
 		t.Skip("runs ilb dev for ~185 s")
 	}
 	start := time.Now()
-	d := startDev(t, "--swing-schedule", "fe-east*4@20s-90s/10m")
+	d := startDev(t, "--swing-schedule", "fe-east*12@20s-90s/10m")
 	defer d.stop(t)
 	base := "http://" + d.info.HTTP
 	var during float64
