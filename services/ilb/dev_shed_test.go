@@ -31,14 +31,17 @@ func devShed(t *testing.T, base string) (frac map[string]float64, total map[stri
 // Shedding is a last resort (issue 13): `ilb dev` on its defaults (the
 // two-model example fleet, its declared demand, 10 s windows) refuses
 // nothing before the demand swing, and stops refusing once the swing has
-// passed. Only the swing is changed, to keep the test short: fe-east ×4
-// from 20 s to 90 s instead of ×3 from 60 s to 180 s (the fleet is then
-// about 40% short). It must shed during the swing, or the test would
-// prove nothing: a ×3 swing of 60 s shed a handful of requests in some
-// runs and none in others (queues and the demand estimate absorbed it),
-// and one of two windows sheds nothing. The swing's conversations go on
-// after it (their follow-up turns), so demand stays raised for a while:
-// refusals ended 30-60 s after a swing; the check starts 80 s after it.
+// passed. Only the swing is changed, to keep the test short: fe-east ×12
+// from 20 s to 90 s instead of ×3 from 60 s to 180 s. It must shed during
+// the swing, or the test would prove nothing, so the swing must leave
+// the fleet short: fe-east's 5.4 rps ×12 and the others' 6.6 are about 71
+// rps against the six engines' ~60 rps for the dev traffic's requests
+// (about 720-token prompts, a fifth cached). Since the optimizer sizes
+// its priors by the requests served rather than 1000-token prompts, a ×4
+// or ×6 swing is absorbed by queues (0-2 refusals where the old priors
+// shed ~100). The swing's conversations go on after it (their follow-up
+// turns), so demand stays raised for a while: refusals ended 30-60 s
+// after a swing; the check starts 80 s after it.
 func TestDevShedsOnlyInTheSwing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs ilb dev for ~185 s")
