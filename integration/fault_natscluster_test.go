@@ -215,8 +215,8 @@ func faultNATSLeaderKilled(t *testing.T, bin string) {
 		return s.newest(t) > heldAt
 	})
 
-	history := versionsIn(t, nodes.url(), "fe-a")
 	ackedAll := s.acked.all()
+	history := historyHolding(t, nodes.url(), "fe-a", ackedAll, 15*time.Second)
 	lost, checked := missing(ackedAll, history)
 	if len(lost) > 0 {
 		t.Errorf("%d acknowledged versions are not in the bucket's history: %v (history %v)", len(lost), lost, history)
@@ -227,9 +227,19 @@ func faultNATSLeaderKilled(t *testing.T, bin string) {
 	if !slices.IsSorted(history) {
 		t.Errorf("the bucket's history goes back: %v", history)
 	}
-	quorumlessNew := len(quorumless) - len(s.acked.allBefore(quorumLost))
-	if quorumlessNew > 0 {
-		t.Errorf("%d versions acknowledged with one node of three", quorumlessNew)
+	// A version the bucket already held when the quorum was lost (at most
+	// before) may be seen acknowledged a moment after the kill (the watch
+	// polls every 20 ms, and the kill takes a few): only a newer one would
+	// have been acknowledged by one node of three.
+	prior := s.acked.allBefore(quorumLost)
+	var quorumlessNew []uint64
+	for _, v := range quorumless {
+		if v > before && !slices.Contains(prior, v) {
+			quorumlessNew = append(quorumlessNew, v)
+		}
+	}
+	if len(quorumlessNew) > 0 {
+		t.Errorf("versions %v acknowledged with one node of three (v%d was the newest when the quorum was lost)", quorumlessNew, before)
 	}
 	if afterKill > 15*time.Second || resumed > 15*time.Second {
 		t.Errorf("publishing resumed %v after the leader was killed and %v after the quorum came back; want seconds", afterKill, resumed)
@@ -294,8 +304,8 @@ func faultNATSNodePartitioned(t *testing.T, bin string) {
 		return seen >= newest
 	})
 	caughtUp := time.Since(healed)
-	history := versionsIn(t, nodes.url(), "fe-a")
 	ackedAll := s.acked.all()
+	history := historyHolding(t, nodes.url(), "fe-a", ackedAll, 15*time.Second)
 	if lost, _ := missing(ackedAll, history); len(lost) > 0 {
 		t.Errorf("%d acknowledged versions are not in the bucket's history: %v (history %v)", len(lost), lost, history)
 	}

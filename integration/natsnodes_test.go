@@ -229,3 +229,19 @@ func (p *proc) running() bool {
 		return true
 	}
 }
+
+// historyHolding reads cluster's snapshot history until it holds every
+// version of acked it can hold (missing), for up to within: a read may be
+// answered by a replica still catching up after a fault (direct gets
+// serve a replica's own copy), which lists fewer revisions for a moment.
+// A version that never appears is lost, and the caller reports it.
+func historyHolding(t *testing.T, natsURL, cluster string, acked []uint64, within time.Duration) []uint64 {
+	t.Helper()
+	var history []uint64
+	waitFor(within, func() bool {
+		history = versionsIn(t, natsURL, cluster)
+		lost, _ := missing(acked, history)
+		return len(lost) == 0
+	})
+	return history
+}

@@ -32,7 +32,7 @@ func devShed(t *testing.T, base string) (frac map[string]float64, total map[stri
 // two-model example fleet, its declared demand, 10 s windows) refuses
 // nothing before the demand swing, and stops refusing once the swing has
 // passed. Only the swing is changed, to keep the test short: fe-east ×12
-// from 20 s to 90 s instead of ×3 from 60 s to 180 s. It must shed during
+// from 20 s to 60 s instead of ×3 from 60 s to 180 s. It must shed during
 // the swing, or the test would prove nothing, so the swing must leave
 // the fleet short: fe-east's 5.4 rps ×12 and the others' 6.6 are about 71
 // rps against the six engines' ~60 rps for the dev traffic's requests
@@ -41,20 +41,23 @@ func devShed(t *testing.T, base string) (frac map[string]float64, total map[stri
 // or ×6 swing is absorbed by queues (0-2 refusals where the old priors
 // shed ~100). The swing's conversations go on after it (their follow-up
 // turns), so demand stays raised for a while: refusals ended 30-60 s
-// after a swing; the check starts 80 s after it.
+// after a ×4 swing, and fe-west still refused a few requests 84 s after a
+// ×12 swing of 70 s in one CI run and 101 s after one of 40 s under the
+// race detector (where the simulated engines run slower): the check
+// starts 110 s after this one and lasts 50 s.
 func TestDevShedsOnlyInTheSwing(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs ilb dev for ~185 s")
+		t.Skip("runs ilb dev for ~220 s")
 	}
 	start := time.Now()
-	d := startDev(t, "--swing-schedule", "fe-east*12@20s-90s/10m")
+	d := startDev(t, "--swing-schedule", "fe-east*12@20s-60s/10m")
 	defer d.stop(t)
 	base := "http://" + d.info.HTTP
 	var during float64
 	settled := map[string]float64{}
 	for {
 		el := time.Since(start)
-		if el > 185*time.Second {
+		if el > 220*time.Second {
 			break
 		}
 		frac, total := devShed(t, base)
@@ -70,12 +73,12 @@ func TestDevShedsOnlyInTheSwing(t *testing.T) {
 				// once with the machine loaded by other tests), not a
 				// shortfall; the count below holds what was refused.
 				if frac[c] > 1e-3 {
-					t.Errorf("at %v, 80 s after the swing: %s still sheds %g", el.Round(time.Second), c, frac[c])
+					t.Errorf("at %v, 110 s after the swing: %s still sheds %g", el.Round(time.Second), c, frac[c])
 				}
 				if s, ok := settled[c]; !ok {
 					settled[c] = n
 				} else if n > s {
-					t.Errorf("at %v, 80 s after the swing: %s refused %v more", el.Round(time.Second), c, n-s)
+					t.Errorf("at %v, 110 s after the swing: %s refused %v more", el.Round(time.Second), c, n-s)
 					settled[c] = n
 				}
 			}
