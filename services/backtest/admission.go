@@ -40,39 +40,40 @@ func (p *tablePicker) ended(s *sim, i, e int) {
 // cluster knows them: waiting and running by the last status, plus those
 // sent since and not ended (routing.Move).
 func (p *tablePicker) held(c, e int) float64 {
-	s := p.s
-	c = int(s.fi.rowCluster[c])
-	n := float64(s.waitSeen[e] + s.runSeen[e])
-	if p.sentGen[c] == s.statusGen {
-		n += float64(p.sentBy[c*len(s.fi.engines)+e] - p.endedBy[c*len(s.fi.engines)+e])
-	}
-	return n
+	sent, ended := p.sentSince(c, e)
+	return float64(p.s.waitSeen[e]+p.s.runSeen[e]) + float64(sent-ended)
 }
 
 // waiting is engine e's queue as the data plane of demand row c's
 // cluster counts it for the load (its view covers every class it sends):
 // waiting by the last status plus every request sent since, ended or not.
 func (p *tablePicker) waiting(c, e int) float64 {
-	s := p.s
-	c = int(s.fi.rowCluster[c])
-	n := 0.0
-	if p.sentGen[c] == s.statusGen {
-		n = float64(p.sentBy[c*len(s.fi.engines)+e])
-	}
-	return float64(s.waitSeen[e]) + n
+	sent, _ := p.sentSince(c, e)
+	return float64(p.s.waitSeen[e]) + float64(sent)
 }
 
 // queued is engine e's queue for local admission as the data plane of
 // demand row c's cluster estimates it: waiting by the last status, plus
 // those sent since that have not ended (an ended request waits nowhere).
 func (p *tablePicker) queued(c, e int) float64 {
+	sent, ended := p.sentSince(c, e)
+	return float64(p.s.waitSeen[e]) + float64(sent-ended)
+}
+
+// sentSince is what demand row c's cluster sent engine e since the last
+// status, and how many of those have ended; 0, 0 when its counts are of
+// an older status.
+func (p *tablePicker) sentSince(c, e int) (sent, ended int32) {
 	s := p.s
 	c = int(s.fi.rowCluster[c])
-	n := 0.0
-	if p.sentGen[c] == s.statusGen {
-		n = float64(p.sentBy[c*len(s.fi.engines)+e] - p.endedBy[c*len(s.fi.engines)+e])
+	if p.sentGen[c] != s.statusGen {
+		return 0, 0
 	}
-	return float64(s.waitSeen[e]) + n
+	k := c*len(s.fi.engines) + e
+	if p.endedBy != nil {
+		ended = p.endedBy[k]
+	}
+	return p.sentBy[k], ended
 }
 
 // sent counts a request of demand row c's cluster sent to engine e.

@@ -50,10 +50,11 @@ func (l *live) refreshLocked(statusAt, now time.Time, ttl time.Duration) {
 // quick second request to a one-engine model until the next status); ok
 // is false when no fresh status says.
 func (l *live) queue() (float64, bool) {
-	if !l.fresh.Load() {
+	q, ok := l.waitingSent()
+	if !ok {
 		return 0, false
 	}
-	return float64(l.waiting.Load() + l.sent.Load() - l.ended.Load()), true
+	return q - float64(l.ended.Load()), true
 }
 
 // waitingSent is waiting by the last status plus every request sent since,

@@ -15,8 +15,9 @@ import (
 // for requests of meanPromptTokens uncached prompt tokens and
 // meanOutputTokens output tokens, with no second moment of them (the M/M/c
 // queue term; solver/prior explains both): the optimizer's prior before
-// the feature windows report the mean request (PriorProfileFor). prior_test.go checks the result against
-// the simulated engine and the example fleet's sizing.
+// the feature windows report the mean request (PriorProfileFor).
+// prior_test.go checks the result against the simulated engine and the
+// example fleet's sizing.
 func PriorProfile(e schemas.FleetEngine, meanPromptTokens, meanOutputTokens float64) optimize.Engine {
 	return PriorProfileFor(e, prior.Shape{PromptTokens: meanPromptTokens, OutputTokens: meanOutputTokens})
 }
