@@ -43,7 +43,7 @@ func (o *Optimizer) setFleet(f *schemas.Fleet) {
 			delete(o.in.pairs, k)
 		}
 	}
-	o.shape.forget(f)
+	o.shape.setFleet(f)
 	o.setRows(f)
 	o.ticks.setEngines(f)
 	o.sched.markDirty(o.now())

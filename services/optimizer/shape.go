@@ -44,8 +44,11 @@ func (s *shape) update(in *inputs) {
 	s.est.Roll()
 }
 
-// forget drops engines the fleet no longer has.
-func (s *shape) forget(f *schemas.Fleet) {
+// setFleet drops engines the fleet no longer has, and takes its
+// mean_output_tokens for the prior before any row (as PriorProfile read
+// it from the fleet in use).
+func (s *shape) setFleet(f *schemas.Fleet) {
+	s.est.Fallback.OutputTokens = f.MeanOutputTokens
 	for name := range s.seen {
 		if _, ok := f.Engine(name); !ok {
 			delete(s.seen, name)

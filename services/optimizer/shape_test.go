@@ -65,6 +65,15 @@ func TestShapeSizesThePrior(t *testing.T) {
 	if got, want := sh.get().PromptTokens, 0.2*2000+0.8*12000; math.Abs(got-want) > 1e-9 {
 		t.Fatalf("after a window of 2k-token prompts: %v, want %v (ShapeAlpha 0.2)", got, want)
 	}
+	// A fleet reload's mean_output_tokens sizes the prior until a row
+	// reports the mean request.
+	g := schemas.ExampleFleetOneModel()
+	g.MeanOutputTokens = 2 * f.MeanOutputTokens
+	fresh := newShape(cfg.ShapeAlpha, cfg.MeanPromptTokens, f)
+	fresh.setFleet(g)
+	if got := fresh.get().OutputTokens; got != g.MeanOutputTokens {
+		t.Fatalf("after a fleet reload: output tokens %v, want the new fleet's %v", got, g.MeanOutputTokens)
+	}
 	bad := DefaultConfig(f)
 	bad.ShapeAlpha = 0
 	if err := bad.Validate(); err == nil {
