@@ -178,6 +178,17 @@ type ModelShare struct {
 	Share float64 // fraction of the cluster's demand, summing to 1
 }
 
+// ModelAt is the model of mix (shares summing to 1, as ModelMix gives)
+// that u, uniform in [0, 1), draws: the first whose cumulative share
+// exceeds u, the last one for what rounding leaves over.
+func ModelAt(mix []ModelShare, u float64) string {
+	k := 0
+	for acc := mix[0].Share; k < len(mix)-1 && u >= acc; acc += mix[k].Share {
+		k++
+	}
+	return mix[k].Model
+}
+
 // ModelMix is how cluster c's requests without a model divide over
 // models: its model_shares normalised (by model name), else all to
 // RequestModel(""). An error says the fleet cannot tell.

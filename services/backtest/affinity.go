@@ -167,12 +167,7 @@ func (t *Trace) AssignModels(f *schemas.Fleet) error {
 			}
 			mixes[r.Cluster] = mix
 		}
-		u := float64(splitmix(sched.HashKey(r.Conversation)^modelSalt)>>11) / (1 << 53)
-		k := 0
-		for acc := mix[0].Share; k < len(mix)-1 && u >= acc; acc += mix[k].Share {
-			k++
-		}
-		r.Model = mix[k].Model
+		r.Model = schemas.ModelAt(mix, float64(splitmix(sched.HashKey(r.Conversation)^modelSalt)>>11)/(1<<53))
 	}
 	return nil
 }

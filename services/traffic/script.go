@@ -48,7 +48,8 @@ func newScript(cfg *Config, cluster string, n uint64, rng *rand.Rand) Script {
 	return s
 }
 
-// drawModel draws a model by share; one model is not drawn.
+// drawModel draws a model by share (schemas.ModelAt); one model is not
+// drawn.
 func drawModel(mix []schemas.ModelShare, rng *rand.Rand) string {
 	switch len(mix) {
 	case 0:
@@ -56,17 +57,7 @@ func drawModel(mix []schemas.ModelShare, rng *rand.Rand) string {
 	case 1:
 		return mix[0].Model
 	}
-	total := 0.0
-	for _, m := range mix {
-		total += m.Share
-	}
-	u := rng.Float64() * total
-	for _, m := range mix {
-		if u -= m.Share; u < 0 {
-			return m.Model
-		}
-	}
-	return mix[len(mix)-1].Model
+	return schemas.ModelAt(mix, rng.Float64())
 }
 
 func drawScript(cfg *Config, cluster string, n uint64, rng *rand.Rand) Script {
