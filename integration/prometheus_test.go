@@ -412,12 +412,20 @@ func checkRulesHealthy(t *testing.T, api promAPI, want int) {
 
 // checkAlertOutcomes evaluates the full alert expressions: the run sent
 // a malformed signal and sheds half of fe-b, so those two conditions
-// hold; nothing else is wrong, so the others must not.
+// hold; nothing else is wrong, so the others must not. A condition that
+// must hold gets up to 20 s: waitSeries may have seen its expression's
+// series for another cluster (fe-a's shed ratio, 0) before fe-b's shed
+// counter had the two scrapes rate() needs.
 func checkAlertOutcomes(t *testing.T, api promAPI, rules map[string]string) {
 	t.Helper()
 	firing := map[string]bool{"IlbSignalsDeadLettered": true, "IlbShedAboveThreshold": true}
 	for _, name := range sortedKeys(rules) {
-		n, err := api.series(rules[name])
+		var n int
+		var err error
+		waitFor(20*time.Second, func() bool {
+			n, err = api.series(rules[name])
+			return err == nil && (n > 0 || !firing[name])
+		})
 		if err != nil {
 			t.Errorf("alert %s: %v", name, err)
 			continue
