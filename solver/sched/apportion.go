@@ -11,29 +11,61 @@ import (
 // so every table built from the same (name, weight) set is identical
 // whatever order the caller listed it in (for example a Go map's).
 func canonical(engines []string, weights []float64) ([]string, []float64, error) {
+	if err := checkLens(engines, weights); err != nil {
+		return nil, nil, err
+	}
+	names := make([]string, len(engines))
+	ws := make([]float64, len(engines))
+	if err := canonicalTo(names, ws, make([]int, len(engines)), engines, weights); err != nil {
+		return nil, nil, err
+	}
+	return names, ws, nil
+}
+
+// canonical is the package function canonical into u's names and ws.
+func (u *Updater) canonical(engines []string, weights []float64) error {
+	if err := checkLens(engines, weights); err != nil {
+		return err
+	}
+	n := len(engines)
+	u.names, u.ws, u.sorted = resize(u.names, n), resize(u.ws, n), resize(u.sorted, n)
+	return canonicalTo(u.names, u.ws, u.sorted, engines, weights)
+}
+
+func checkLens(engines []string, weights []float64) error {
 	if len(engines) != len(weights) {
-		return nil, nil, fmt.Errorf("%d engines but %d weights", len(engines), len(weights))
+		return fmt.Errorf("%d engines but %d weights", len(engines), len(weights))
 	}
 	if len(engines) == 0 || len(engines) > MaxEngines {
-		return nil, nil, fmt.Errorf("%d engines, want 1 to %d", len(engines), MaxEngines)
+		return fmt.Errorf("%d engines, want 1 to %d", len(engines), MaxEngines)
 	}
-	order := make([]int, len(engines))
+	return nil
+}
+
+// canonicalTo writes engines and weights sorted by name into names and
+// ws, using order (all three of their length) as scratch, and validates
+// them.
+func canonicalTo(names []string, ws []float64, order []int, engines []string, weights []float64) error {
 	for i := range order {
 		order[i] = i
 	}
 	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(engines[a], engines[b]) })
-	names := make([]string, len(engines))
-	ws := make([]float64, len(engines))
 	for j, i := range order {
 		names[j], ws[j] = engines[i], weights[i]
 	}
 	if err := checkNames(names); err != nil {
-		return nil, nil, err
+		return err
 	}
-	if err := checkWeights(names, ws); err != nil {
-		return nil, nil, err
+	return checkWeights(names, ws)
+}
+
+// resize returns s with length n, reusing its array when it is large
+// enough; the contents are unspecified.
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
 	}
-	return names, ws, nil
+	return s[:n]
 }
 
 // checkNames requires non-empty names in strictly ascending order, which
@@ -80,12 +112,25 @@ func checkWeights(names []string, ws []float64) error {
 // summed in name order, scaling by slots (a power of two) is exact, and the
 // explicit float64 conversion forbids fused multiply-add.
 func apportion(ws []float64, slots int) []int {
+	counts := make([]int, len(ws))
+	apportionTo(counts, make([]float64, len(ws)), make([]int, len(ws)), ws, slots)
+	return counts
+}
+
+// apportion is the package function apportion of u.ws into u.quota.
+func (u *Updater) apportion(slots int) {
+	n := len(u.ws)
+	u.quota, u.rem, u.byRem = resize(u.quota, n), resize(u.rem, n), resize(u.byRem, n)
+	apportionTo(u.quota, u.rem, u.byRem, u.ws, slots)
+}
+
+// apportionTo writes the counts into counts, using rem and order (all of
+// the length of ws) as scratch.
+func apportionTo(counts []int, rem []float64, order []int, ws []float64, slots int) {
 	total := 0.0
 	for _, w := range ws {
 		total += w
 	}
-	counts := make([]int, len(ws))
-	rem := make([]float64, len(ws))
 	given := 0
 	for i, w := range ws {
 		q := float64(w / total * float64(slots))
@@ -93,7 +138,6 @@ func apportion(ws []float64, slots int) []int {
 		counts[i], rem[i] = int(f), q-f
 		given += counts[i]
 	}
-	order := make([]int, len(ws))
 	for i := range order {
 		order[i] = i
 	}
@@ -104,7 +148,6 @@ func apportion(ws []float64, slots int) []int {
 		return cmp.Compare(a, b)
 	})
 	settle(counts, ws, order, slots-given)
-	return counts
 }
 
 // settle hands out (or, if rounding overshot, takes back) the slots left

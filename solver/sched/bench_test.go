@@ -99,7 +99,9 @@ func BenchmarkBuild(b *testing.B) {
 // pair of engines trading 1, 64 or 1024 slots (a small correction). It
 // reports the slots moved and the time per moved slot, for Update and
 // for the slot-by-slot reference it replaced (ref), which costs the same
-// whatever moves, and for a compact table (runs only, no slot array).
+// whatever moves, for a compact table (runs only, no slot array), and for
+// both with an Updater reused across updates (reuse, compact-reuse: the
+// data plane's and the backtester's way).
 func BenchmarkUpdate(b *testing.B) {
 	r := newRand(1)
 	names := engineNames(1000)
@@ -129,6 +131,7 @@ func BenchmarkUpdate(b *testing.B) {
 			next []float64
 		}{fmt.Sprintf("pair-%d", k), next})
 	}
+	var up Updater
 	for _, tc := range cases {
 		for _, impl := range []struct {
 			name   string
@@ -136,6 +139,8 @@ func BenchmarkUpdate(b *testing.B) {
 		}{
 			{"run", func() (*Table, error) { return tab.Update(names, tc.next) }},
 			{"compact", func() (*Table, error) { return ctab.Update(names, tc.next) }},
+			{"reuse", func() (*Table, error) { return up.Update(tab, names, tc.next) }},
+			{"compact-reuse", func() (*Table, error) { return up.Update(ctab, names, tc.next) }},
 			{"ref", func() (*Table, error) { return refUpdate(tab, names, tc.next) }},
 		} {
 			b.Run(tc.name+"/"+impl.name, func(b *testing.B) {

@@ -28,22 +28,51 @@ import (
 // update costs time in the number of runs and of moved ranges, so a small
 // weight change is cheap on a table of any size (README.md).
 func (t *Table) Update(engines []string, weights []float64) (*Table, error) {
+	var u Updater
+	return u.Update(t, engines, weights)
+}
+
+// Updater holds the working memory of table updates, so that a caller
+// updating tables again and again (a data plane swapping in each
+// snapshot's table, the backtester's control ticks) reuses it instead of
+// allocating it each time: an update then allocates only the new table.
+// Its updates are Table.Update's and Rebalance's, bit for bit. The zero
+// Updater is ready to use. An Updater is not safe for concurrent use;
+// the tables it returns share nothing with it.
+type Updater struct {
+	u      updater
+	sorted []int     // canonical's order
+	names  []string  // the engines sorted by name
+	ws     []float64 // their weights
+	quota  []int
+	rem    []float64 // apportion's remainders
+	byRem  []int     // apportion's order
+	spans  []span    // the new runs before they are copied out
+}
+
+// Update is t.Update(engines, weights) with u's working memory.
+func (u *Updater) Update(t *Table, engines []string, weights []float64) (*Table, error) {
 	if t.n == 0 {
 		return nil, fmt.Errorf("sched: update: the previous table is empty")
 	}
-	names, ws, err := canonical(engines, weights)
-	if err != nil {
+	if err := u.canonical(engines, weights); err != nil {
 		return nil, fmt.Errorf("sched: update: %w", err)
 	}
-	quota := apportion(ws, t.n)
-	if slices.Equal(names, t.names) && slices.Equal(quota, t.counts) {
+	u.apportion(t.n)
+	sameNames := slices.Equal(u.names, t.names)
+	if sameNames && slices.Equal(u.quota, t.counts) {
 		return t, nil // nothing would move: t is immutable, so it is the answer
 	}
-	u := newUpdater(t, names, quota)
-	u.release()
-	u.findGaps()
-	u.grow()
-	u.fill()
+	names := t.names // immutable, so a table with the same engines shares them
+	if !sameNames {
+		names = slices.Clone(u.names)
+	}
+	w := &u.u
+	w.reset(t, names, u.quota)
+	w.release()
+	w.findGaps()
+	w.grow()
+	w.fill()
 	next, err := u.table()
 	if err != nil {
 		return nil, fmt.Errorf("sched: update: %w", err)
@@ -51,12 +80,21 @@ func (t *Table) Update(engines []string, weights []float64) (*Table, error) {
 	return next, nil
 }
 
+// Rebalance is Rebalance(prev, engines, weights) with u's working memory.
+func (u *Updater) Rebalance(prev *Table, engines []string, weights []float64) (*Table, error) {
+	if prev == nil || prev.n == 0 {
+		return Build(engines, weights, DefaultSlots)
+	}
+	return u.Update(prev, engines, weights)
+}
+
 // updater is one Update in progress. The old table's runs become
 // segments; releasing slots shrinks a segment's owned part [lo, hi) from
 // an end (or to nothing), and the free intervals left between owned parts
 // are the gaps, which growing engines claim from their ends and filling
 // engines from their starts. Claims are recorded as spans, so the new
-// table is the old slot array with the claimed ranges rewritten.
+// table is the old slot array with the claimed ranges rewritten. Its
+// slices are reused by the next update of the same Updater.
 type updater struct {
 	t      *Table
 	names  []string
@@ -69,6 +107,13 @@ type updater struct {
 	need   []int
 	gaps   []gap
 	claims []span
+
+	// scratch of the steps
+	counts []int   // slots each new engine keeps from the old table
+	next   []int32 // reset's fill position in runs, by engine
+	order  []int32 // release's runs of one engine
+	byNeed []int   // fill's engines
+	fs     freeSet
 }
 
 // segment is one run of the old table: slots [start, end), owned by new
@@ -82,15 +127,17 @@ type segment struct {
 // ends inwards.
 type gap struct{ a, b int32 }
 
-func newUpdater(t *Table, names []string, quota []int) *updater {
-	u := &updater{t: t, names: names, quota: quota, idx: remapIndex(t.names, names)}
+// reset starts an update of t to names with slot counts quota.
+func (u *updater) reset(t *Table, names []string, quota []int) {
+	u.t, u.names, u.quota = t, names, quota
+	u.idx = remapIndex(u.idx, t.names, names)
 	u.same = len(names) == len(t.names)
 	for i, j := range u.idx {
 		u.same = u.same && int(j) == i
 	}
-	u.segs = make([]segment, len(t.spans))
-	counts := make([]int, len(names))
-	u.runAt = make([]int32, len(names)+1)
+	u.segs = resize(u.segs, len(t.spans))
+	u.counts = zeroed(u.counts, len(names))
+	u.runAt = zeroed(u.runAt, len(names)+1)
 	for i, sp := range t.spans {
 		e := u.idx[sp.e]
 		end := sp.start + sp.n
@@ -98,7 +145,7 @@ func newUpdater(t *Table, names []string, quota []int) *updater {
 		if e < 0 {
 			sg.hi = sp.start // released whole
 		} else {
-			counts[e] += int(sp.n)
+			u.counts[e] += int(sp.n)
 			u.runAt[e+1]++
 		}
 		u.segs[i] = sg
@@ -106,29 +153,36 @@ func newUpdater(t *Table, names []string, quota []int) *updater {
 	for e := range names {
 		u.runAt[e+1] += u.runAt[e]
 	}
-	u.runs = make([]int32, u.runAt[len(names)])
-	next := slices.Clone(u.runAt[:len(names)])
+	u.runs = resize(u.runs, int(u.runAt[len(names)]))
+	u.next = append(u.next[:0], u.runAt[:len(names)]...)
 	for i, sg := range u.segs {
 		if sg.e >= 0 {
-			u.runs[next[sg.e]] = int32(i)
-			next[sg.e]++
+			u.runs[u.next[sg.e]] = int32(i)
+			u.next[sg.e]++
 		}
 	}
-	u.need = make([]int, len(names))
+	u.need = resize(u.need, len(names))
 	for e, q := range quota {
-		u.need[e] = max(0, q-counts[e])
-	}
-	for e, q := range quota {
-		if counts[e] > q {
-			u.need[e] = -(counts[e] - q) // surplus, negated until release
+		u.need[e] = max(0, q-u.counts[e])
+		if u.counts[e] > q {
+			u.need[e] = -(u.counts[e] - q) // surplus, negated until release
 		}
 	}
-	return u
+	u.gaps, u.claims = u.gaps[:0], u.claims[:0]
 }
 
-// remapIndex maps each old engine index to its index in names, or -1.
-func remapIndex(old, names []string) []int32 {
-	idx := make([]int32, len(old))
+// zeroed returns s with length n and every element zero, reusing its
+// array when it is large enough.
+func zeroed[T any](s []T, n int) []T {
+	s = resize(s, n)
+	clear(s)
+	return s
+}
+
+// remapIndex maps each old engine index to its index in names, or -1,
+// in idx's array when it is large enough.
+func remapIndex(idx []int32, old, names []string) []int32 {
+	idx = resize(idx, len(old))
 	j := 0
 	for i, n := range old {
 		for j < len(names) && names[j] < n {
@@ -151,7 +205,7 @@ func (u *updater) engineRuns(e int) []int32 { return u.runs[u.runAt[e]:u.runAt[e
 // needs slots if one does (the tail of the shortest otherwise), so that
 // engine can grow into them without starting a new run.
 func (u *updater) release() {
-	var order []int32
+	order := u.order
 	for e := range u.need {
 		k := -u.need[e]
 		if k <= 0 {
@@ -180,6 +234,7 @@ func (u *updater) release() {
 			u.trim(order[i:], int32(k))
 		}
 	}
+	u.order = order
 }
 
 // trim frees k slots from one end of one of the segments in rs (each
@@ -291,14 +346,16 @@ func (u *updater) claim(start, k int32, e int) {
 // interval whole and then continuing: few intervals get split, so few new
 // runs start.
 func (u *updater) fill() {
-	order := make([]int, 0, len(u.need))
+	order := u.byNeed[:0]
 	for e, k := range u.need {
 		if k > 0 {
 			order = append(order, e)
 		}
 	}
+	u.byNeed = order
 	slices.SortStableFunc(order, func(a, b int) int { return u.need[b] - u.need[a] })
-	fs := newFreeSet(u.gaps)
+	fs := &u.fs
+	fs.reset(u.gaps)
 	for _, e := range order {
 		for u.need[e] > 0 {
 			i := fs.bestFit(int32(u.need[e]))
@@ -320,15 +377,15 @@ type freeSet struct {
 	ord  []int32 // indices into gaps, by (size, index) ascending
 }
 
-func newFreeSet(gaps []gap) *freeSet {
-	fs := &freeSet{gaps: gaps}
+// reset makes fs the set of the non-empty gaps, reusing its order's array.
+func (fs *freeSet) reset(gaps []gap) {
+	fs.gaps, fs.ord = gaps, fs.ord[:0]
 	for i, g := range gaps {
 		if g.b > g.a {
 			fs.ord = append(fs.ord, int32(i))
 		}
 	}
 	slices.SortFunc(fs.ord, fs.cmp)
-	return fs
 }
 
 func (fs *freeSet) size(i int32) int32 { return fs.gaps[i].b - fs.gaps[i].a }
@@ -372,31 +429,39 @@ func (fs *freeSet) shrink(i int, k int32) {
 
 // table lays out the new table: the old slots with the claimed ranges
 // rewritten (every slot rewritten when engine indices changed), its runs
-// merged from the kept parts and the claims, counts the quota.
-func (u *updater) table() (*Table, error) {
-	for e, k := range u.need {
+// merged from the kept parts and the claims, counts the quota. Seeds are
+// the old table's when the engines are the same (tables are immutable,
+// so they can share them).
+func (u *Updater) table() (*Table, error) {
+	w := &u.u
+	for e, k := range w.need {
 		if k != 0 {
-			return nil, fmt.Errorf("internal error: engine %q ends %d slots short", u.names[e], k)
+			return nil, fmt.Errorf("internal error: engine %q ends %d slots short", w.names[e], k)
 		}
 	}
-	slices.SortFunc(u.claims, func(a, b span) int { return int(a.start - b.start) })
-	slots := u.slots()
-	spans, err := u.mergeSpans()
+	slices.SortFunc(w.claims, func(a, b span) int { return int(a.start - b.start) })
+	slots := w.slots()
+	spans, err := w.mergeSpans(u.spans[:0])
+	u.spans = spans
 	if err != nil {
 		return nil, err
 	}
-	seeds := make([]uint64, len(u.names))
-	for i, j := range u.idx {
-		if j >= 0 {
-			seeds[j] = u.t.seeds[i]
+	seeds := w.t.seeds
+	if !w.same {
+		seeds = make([]uint64, len(w.names))
+		for i, j := range w.idx {
+			if j >= 0 {
+				seeds[j] = w.t.seeds[i]
+			}
+		}
+		for j, n := range w.names {
+			if seeds[j] == 0 {
+				seeds[j] = HashKey(n)
+			}
 		}
 	}
-	for j, n := range u.names {
-		if seeds[j] == 0 {
-			seeds[j] = HashKey(n)
-		}
-	}
-	return &Table{slots: slots, n: u.t.n, mask: u.t.mask, names: u.names, counts: u.quota, seeds: seeds, spans: spans}, nil
+	return &Table{slots: slots, n: w.t.n, mask: w.t.mask, names: w.names, counts: slices.Clone(w.quota),
+		seeds: seeds, spans: slices.Clone(spans)}, nil
 }
 
 // slots is the new slot array: the old one with the claimed ranges
@@ -427,10 +492,9 @@ func fillSlots(s []uint16, e int32) {
 }
 
 // mergeSpans merges the kept parts of the segments and the claims (both
-// ascending) into the new table's maximal runs, checking that they cover
-// every slot exactly once.
-func (u *updater) mergeSpans() ([]span, error) {
-	out := make([]span, 0, len(u.segs)+len(u.claims))
+// ascending) into the new table's maximal runs, appended to out,
+// checking that they cover every slot exactly once.
+func (u *updater) mergeSpans(out []span) ([]span, error) {
 	pos := int32(0)
 	add := func(sp span) error {
 		if sp.start != pos {
@@ -455,16 +519,16 @@ func (u *updater) mergeSpans() ([]span, error) {
 			}
 		}
 		if err := add(span{start: sg.lo, n: sg.hi - sg.lo, e: sg.e}); err != nil {
-			return nil, err
+			return out, err
 		}
 	}
 	for ; c < len(u.claims); c++ {
 		if err := add(u.claims[c]); err != nil {
-			return nil, err
+			return out, err
 		}
 	}
 	if int(pos) != u.t.n {
-		return nil, fmt.Errorf("internal error: slot %d left unassigned", pos)
+		return out, fmt.Errorf("internal error: slot %d left unassigned", pos)
 	}
 	return out, nil
 }
