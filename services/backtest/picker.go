@@ -30,6 +30,9 @@ const newShareWindow = time.Minute
 type tablePicker struct {
 	spill    float64 // 1+ε; +Inf: no spill
 	tables   []*sched.Table
+	up       sched.Updater // the tables' updates' working memory
+	names    []string      // set's scratch: a cluster's engines
+	ws       []float64     // and their weights
 	toEngine [][]int32   // [c][table index] -> engine index
 	toIdx    [][]int32   // [c][engine] -> table index, -1 when not in the table
 	counts   [][]int     // [c][table index]: slots
@@ -106,17 +109,21 @@ func newTablePicker(s *sim, spill float64) *tablePicker {
 func (p *tablePicker) set(c int, w []float64, shed float64) error {
 	s := p.s
 	el := s.fi.elig[c]
-	names := make([]string, len(el))
-	ws := make([]float64, len(el))
+	names, ws := p.names[:0], p.ws[:0]
 	total := 0.0
-	for k, e := range el {
-		names[k], ws[k] = s.fi.engines[e], w[e]
+	for _, e := range el {
+		names, ws = append(names, s.fi.engines[e]), append(ws, w[e])
 		total += w[e]
 	}
+	p.names, p.ws = names, ws
 	var t *sched.Table
 	if total > 0 {
+		prev := p.tables[c]
+		if prev != nil {
+			prev = prev.Compact() // install keeps the update compact: skip the slot copy
+		}
 		var err error
-		if t, err = sched.Rebalance(p.tables[c], names, ws); err != nil {
+		if t, err = p.up.Rebalance(prev, names, ws); err != nil {
 			return fmt.Errorf("backtest: %q table: %w", s.fi.rowName[c], err)
 		}
 	}

@@ -143,8 +143,12 @@ func (t *Table) ownerAt(i int32) int {
 // runs only, with no 2-byte-per-slot copy. It suits a backtester that
 // updates tables every control tick and picks a few thousand times in
 // between; a data plane keeps the full table. Updates of a compact table
-// are compact, and give the same tables (Equal) as the full ones.
+// are compact, and give the same tables (Equal) as the full ones. A
+// table that is compact already is returned as it is.
 func (t *Table) Compact() *Table {
+	if t.slots == nil {
+		return t
+	}
 	c := *t
 	c.slots = nil
 	return &c
