@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ilb-router/ilb/services/internal/run"
+	"github.com/ilb-router/ilb/solver/sched"
 	"github.com/ilb-router/ilb/streams/kafka"
 )
 
@@ -71,7 +72,8 @@ type DataPlane struct {
 	// Guarded by mu: every state change.
 	mu        sync.Mutex
 	reg       *registry
-	needURL   bool // engines without a URL are unavailable (some URL was configured)
+	needURL   bool          // engines without a URL are unavailable (some URL was configured)
+	updater   sched.Updater // working memory of the table updates of every swap
 	lastSweep time.Time
 	started   time.Time
 }

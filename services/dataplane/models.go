@@ -159,9 +159,10 @@ type classRoute struct {
 // classRoutes returns the per-class routing of snapshot s under
 // catalogue k, prev being the previous
 // routes (for minimal churn), and how many weight entries name an engine
-// that does not serve their class. nil routes mean the picker of the top
+// that does not serve their class; up is the updates' working memory.
+// nil routes mean the picker of the top
 // level serves every request: one class and a snapshot without classes.
-func classRoutes(k *catalog, s *schemas.Snapshot, prev []classRoute) ([]classRoute, int, error) {
+func classRoutes(up *sched.Updater, k *catalog, s *schemas.Snapshot, prev []classRoute) ([]classRoute, int, error) {
 	if k.single() && len(s.Classes) == 0 {
 		bad := 0
 		for n, w := range s.Weights {
@@ -208,7 +209,7 @@ func classRoutes(k *catalog, s *schemas.Snapshot, prev []classRoute) ([]classRou
 			}
 			out[c].table = t // ineligible engines' slots are unavailable (buildLocked)
 		case len(names) > 0:
-			t, err := sched.Rebalance(old, names, ws)
+			t, err := up.Rebalance(old, names, ws)
 			if err != nil {
 				return nil, 0, fmt.Errorf("classes (%s): %w", k.classes[c].Key(), err)
 			}
@@ -281,7 +282,7 @@ func (d *DataPlane) recatalogLocked() {
 		if c.snap == nil {
 			continue
 		}
-		routes, bad, err := classRoutes(k, c.snap, nil)
+		routes, bad, err := classRoutes(&d.updater, k, c.snap, nil)
 		if err != nil { // the tables decoded when the snapshot came: cannot happen
 			d.log.Error("request classes of the snapshot in use under the new fleet", "cluster", c.name, "err", err)
 			routes = nil

@@ -132,11 +132,11 @@ func (d *DataPlane) applyLocked(key string, s *schemas.Snapshot, source string) 
 				"content changed but version is still %d: bump \"version\" above %d to apply an edit", s.Version, c.snap.Version)}
 		}
 	}
-	t, err := tableFor(c.table, s)
+	t, err := tableFor(&d.updater, c.table, s)
 	if err != nil {
 		return false, &RejectError{Reason: RejectTable, Err: err}
 	}
-	routes, bad, err := classRoutes(d.cat.Load(), s, c.routes)
+	routes, bad, err := classRoutes(&d.updater, d.cat.Load(), s, c.routes)
 	if err != nil {
 		return false, &RejectError{Reason: RejectTable, Err: err}
 	}
@@ -194,8 +194,9 @@ func (c *cluster) isStaleLocked(now time.Time, staleAfter time.Duration) bool {
 // tableFor returns the selection table of s: its own table when it
 // carries one (decoded, and checked against the weights), otherwise prev
 // updated with minimal churn, or a table built from the weights when
-// there is no prev. nil when s sheds everything (no positive weight).
-func tableFor(prev *sched.Table, s *schemas.Snapshot) (*sched.Table, error) {
+// there is no prev. nil when s sheds everything (no positive weight). up
+// is the update's working memory.
+func tableFor(up *sched.Updater, prev *sched.Table, s *schemas.Snapshot) (*sched.Table, error) {
 	if s.Table != nil {
 		t, err := sched.Decode(s.Table.Slots, s.Table.Engines, s.Table.Encoding, s.Table.Data)
 		if err != nil {
@@ -213,7 +214,7 @@ func tableFor(prev *sched.Table, s *schemas.Snapshot) (*sched.Table, error) {
 	if !(total > 0) {
 		return nil, nil
 	}
-	return sched.Rebalance(prev, names, ws)
+	return up.Rebalance(prev, names, ws)
 }
 
 // tableMatchesWeights checks that every engine's share of the table's
