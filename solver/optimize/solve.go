@@ -63,6 +63,13 @@ func Solve(p *Problem, opt Options) (*Solution, error) {
 	if !ok {
 		return nil, p.Validate() // network_ms is bad: Validate says where
 	}
+	return solveModel(p, m, opt), nil
+}
+
+// solveModel solves p, whose model is m, with options opt that Validate
+// accepted: the part of Solve after the model is built, which Solver's
+// Resolve shares, so that both give the same solution bit for bit.
+func solveModel(p *Problem, m *model, opt Options) *Solution {
 	st := newState(m)
 	st.trace, st.keepCycling = opt.trace, opt.keepCycling
 	prev := warmStart(p, m, opt.Previous)
@@ -74,7 +81,7 @@ func Solve(p *Problem, opt Options) (*Solution, error) {
 	} else {
 		run = st.solveExact(opt)
 	}
-	return st.solution(p, prev, run), nil
+	return st.solution(p, prev, run)
 }
 
 // runStats is what the solve loop reports besides the flows.
