@@ -24,7 +24,11 @@ func (p *optimizerPolicy) solve(s *sim) error {
 	if err != nil {
 		return fmt.Errorf("backtest: optimizer: %w", err)
 	}
-	sol, err := optimize.Solve(prob, optimize.Options{Previous: p.prev, ChurnMs: p.cfg.ChurnMs,
+	// The fleet is fixed for the run, so a problem with the same rows and
+	// engines has the same network times and eligibility
+	// (routing.BuildProblem), which is what Resolve asks; it rebuilds its
+	// model when the engines change.
+	sol, err := p.solver.Resolve(prob, optimize.Options{Previous: p.prev, ChurnMs: p.cfg.ChurnMs,
 		Tolerance: solveTolerance, MaxNewtonSteps: maxNewtonSteps})
 	if err != nil {
 		return fmt.Errorf("backtest: optimizer: %w", err)

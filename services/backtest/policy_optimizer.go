@@ -123,6 +123,7 @@ type optimizerPolicy struct {
 	solveErrors int
 	publishedNs int64 // when the current solution was published
 	calib       calibrator
+	solver      optimize.Solver // keeps the model between solves
 }
 
 // calibration is the model's calibration over the run (recorder.finish).

@@ -6,6 +6,7 @@ import (
 
 	"github.com/ilb-router/ilb/schemas"
 	"github.com/ilb-router/ilb/services/internal/routing"
+	"github.com/ilb-router/ilb/solver/optimize"
 )
 
 // SetFleet hands a new fleet file to the solve loop, which applies it
@@ -45,6 +46,7 @@ func (o *Optimizer) setFleet(f *schemas.Fleet) {
 	}
 	o.shape.setFleet(f)
 	o.setRows(f)
+	o.solver = optimize.Solver{}
 	o.ticks.setEngines(f)
 	o.sched.markDirty(o.now())
 	o.log.Info("optimizer: fleet applied", "clusters", len(f.Clusters), "engines", len(f.Engines))

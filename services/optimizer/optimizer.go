@@ -65,6 +65,10 @@ type Optimizer struct {
 	history   []HistoryPoint
 	counts    State // counters and last error carried between States
 	lastSolve *solveResult
+	// solver keeps the solver's model between solves of one fleet
+	// (Resolve); setFleet starts a new one, since a fleet's network
+	// times can change without its names changing.
+	solver optimize.Solver
 }
 
 // input is one decoded record for the solve loop.

@@ -49,7 +49,10 @@ func (o *Optimizer) solve(at time.Time) (*solveResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	sol, err := optimize.Solve(p, optimize.Options{
+	// Within one fleet, a problem with the same rows and engines has the
+	// same network times and eligibility (routing.BuildProblem), which is
+	// what Resolve asks; it rebuilds its model when the engines change.
+	sol, err := o.solver.Resolve(p, optimize.Options{
 		Previous: o.prev.solution, ChurnMs: o.cfg.ChurnMs,
 		Tolerance: o.cfg.Tolerance, MaxNewtonSteps: o.cfg.MaxNewtonSteps,
 	})
