@@ -48,6 +48,9 @@ func newPeerPolicy(s *sim, name string) (*peerPolicy, error) {
 		firstObs: make([]peer.FirstTokenObserver, nc), doneObs: make([]peer.CompletionObserver, nc),
 		pollers: make([]peer.Poller, nc), metrics: make([]peer.Metrics, len(s.fi.engines)),
 		deferred: make([][]int32, nc)}
+	for c, n := range s.w.rowBlocks { // the index size hint
+		p.fleet.Clusters[c].Blocks = n
+	}
 	for c := range nc {
 		r, err := pol.New(p.fleet, c, sched.HashKey(fmt.Sprintf("%d/%s/%d", s.cfg.Seed, name, c)))
 		if err != nil {

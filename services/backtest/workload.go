@@ -13,20 +13,21 @@ import (
 // workload is a trace prepared for one fleet and shaped: flat arrays in
 // arrival order, the same for every policy.
 type workload struct {
-	arrival  []int64 // virtual ns
-	cluster  []int32
-	row      []int32 // demand row (fleetInfo.rows), -1: no engine of the cluster serves its model and prompt
-	model    []int32 // index into models
-	models   []string
-	conv     []int32
-	prompt   []int32
-	output   []int32
-	blockOff []int32 // request i's blocks are blocks[blockOff[i]:blockOff[i+1]]
-	blocks   []uint64
-	convKey  []string
-	convHash []uint64 // sched.HashKey of the key
-	copies   int      // requests added by swings
-	dropped  int      // requests removed by swings
+	arrival   []int64 // virtual ns
+	cluster   []int32
+	row       []int32 // demand row (fleetInfo.rows), -1: no engine of the cluster serves its model and prompt
+	model     []int32 // index into models
+	models    []string
+	conv      []int32
+	prompt    []int32
+	output    []int32
+	blockOff  []int32 // request i's blocks are blocks[blockOff[i]:blockOff[i+1]]
+	blocks    []uint64
+	rowBlocks []int // distinct blocks among each demand row's requests
+	convKey   []string
+	convHash  []uint64 // sched.HashKey of the key
+	copies    int      // requests added by swings
+	dropped   int      // requests removed by swings
 }
 
 func (w *workload) len() int { return len(w.arrival) }
@@ -79,7 +80,26 @@ func buildWorkload(t *Trace, fi *fleetInfo, sh shaping) (*workload, error) {
 	if len(w.blocks) > math.MaxInt32 {
 		return nil, fmt.Errorf("%w: %d prefix blocks in all, more than %d", ErrBadTrace, len(w.blocks), math.MaxInt32)
 	}
+	w.rowBlocks = w.distinctBlocks(fi.nrows())
 	return w, nil
+}
+
+// distinctBlocks counts the distinct block hashes among each demand
+// row's requests: a bound on the entries of a row's prefix index
+// (peer.Cluster.Blocks), counted once rather than grown into every run.
+func (w *workload) distinctBlocks(rows int) []int {
+	by := make([][]uint64, rows)
+	for i, r := range w.row {
+		if r >= 0 {
+			by[r] = append(by[r], w.blocks[w.blockOff[i]:w.blockOff[i+1]]...)
+		}
+	}
+	n := make([]int, rows)
+	for r, bs := range by {
+		slices.Sort(bs)
+		n[r] = len(slices.Compact(bs))
+	}
+	return n
 }
 
 func (w *workload) add(it item, r *Request, c int32) {

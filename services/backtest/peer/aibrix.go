@@ -78,12 +78,14 @@ func (c AIBrixConfig) Validate() error {
 // AIBrix returns the AIBrix prefix-cache policy configured by c.
 func AIBrix(c AIBrixConfig) Policy {
 	return Policy{Name: c.Name, About: "AIBrix prefix-cache: longest prefix within mean + 2 std of running requests; least-loaded gate when skewed",
-		New: func(f *Fleet, _ int, seed uint64) (Router, error) {
+		New: func(f *Fleet, cl int, seed uint64) (Router, error) {
 			if err := c.Validate(); err != nil {
 				return nil, err
 			}
+			index := newAIBrixIndex(c.BlockNumber, int64(c.IdleEviction))
+			index.reserve(f.Clusters[cl].Blocks, f.BlockTokens*c.CharsPerToken/c.BlockChars)
 			return &aibrix{cfg: c, f: f, inflight: newInflight(f), rng: rand.New(rand.NewPCG(seed, 0xa1b)),
-				index: newAIBrixIndex(c.BlockNumber, int64(c.IdleEviction)), pct: make([]int, len(f.Engines))}, nil
+				index: index, pct: make([]int, len(f.Engines))}, nil
 		}}
 }
 

@@ -32,6 +32,15 @@ func newAIBrixIndex(capacity int, idle int64) *aibrixIndex {
 	return &aibrixIndex{capacity: capacity, idle: idle, slot: newHashMap(1024)}
 }
 
+// reserve sizes the index for the entries it will likely hold, so that
+// it does not grow from empty in every run: blocks, the distinct blocks
+// it will see (0: unknown), or as many as its capacity holds at full
+// weight, the AIBrix blocks in a full trace block (only a prompt's last
+// trace block weighs less). More entries would grow it as before.
+func (x *aibrixIndex) reserve(blocks, full int) {
+	x.slot.reserve(min(blocks, x.capacity/max(full, 1)+1))
+}
+
 // get returns hash's entry, refreshed at now, or -1.
 func (x *aibrixIndex) get(hash uint64, now int64) int32 {
 	i, ok := x.slot.get(hash)

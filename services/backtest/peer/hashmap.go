@@ -50,6 +50,14 @@ const (
 
 func (m *hashMap) len() int { return m.size }
 
+// reserve makes room for n keys in all, so that adding them does not
+// resize the table; where keys sit never changes what the map holds.
+func (m *hashMap) reserve(n int) {
+	if 2*n > len(m.slots) {
+		m.resize(2 * n)
+	}
+}
+
 func (m *hashMap) get(key uint64) (int32, bool) {
 	if m.size == 0 {
 		return 0, false

@@ -60,6 +60,17 @@ func newHolderIndex(capacity []int) *holderIndex {
 	return x
 }
 
+// reserve sizes the index for up to blocks entries (0: unknown), at most
+// one per block the engines can hold together (and one that comes in
+// before an eviction), so that it does not grow from empty in every run.
+func (x *holderIndex) reserve(blocks int) {
+	total := 0
+	for _, l := range x.lists {
+		total += l.cap
+	}
+	x.slot.reserve(min(blocks, total+1))
+}
+
 // holders returns the engines holding hash (nil when none). The slice is
 // the index's own: read it before the next change.
 func (x *holderIndex) holders(hash uint64) []holder {

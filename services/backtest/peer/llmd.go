@@ -117,11 +117,11 @@ func (c LLMDConfig) Validate() error {
 // LLMD returns the llm-d policy configured by c.
 func LLMD(c LLMDConfig) Policy {
 	return Policy{Name: c.Name, About: "llm-d EPP: prefix ×3, queue ×2, KV use ×2 (by default) on metrics polled every 50 ms; max score",
-		New: func(f *Fleet, _ int, seed uint64) (Router, error) {
+		New: func(f *Fleet, cl int, seed uint64) (Router, error) {
 			if err := c.Validate(); err != nil {
 				return nil, err
 			}
-			return newLLMD(c, f, seed), nil
+			return newLLMD(c, f, cl, seed), nil
 		}}
 }
 
@@ -144,7 +144,7 @@ type llmd struct {
 	top   []int32
 }
 
-func newLLMD(c LLMDConfig, f *Fleet, seed uint64) *llmd {
+func newLLMD(c LLMDConfig, f *Fleet, cl int, seed uint64) *llmd {
 	p := &llmd{cfg: c, f: f, b: c.EngineBlockTokens, metrics: make([]Metrics, len(f.Engines)),
 		rng: rand.New(rand.NewPCG(seed, 0x11d)), match: make([]int, len(f.Engines))}
 	if c.AutoTune {
@@ -163,6 +163,7 @@ func newLLMD(c LLMDConfig, f *Fleet, seed uint64) *llmd {
 		caps[e] = max(entries*p.b/max(f.BlockTokens, 1), 1)
 	}
 	p.index = newHolderIndex(caps)
+	p.index.reserve(f.Clusters[cl].Blocks)
 	return p
 }
 

@@ -49,6 +49,10 @@ type Cluster struct {
 	// NetworkMs is the request overhead to each engine, by engine index
 	// (NaN for an engine the cluster may not use).
 	NetworkMs []float64
+	// Blocks is how many distinct Request.Blocks hashes the cluster's
+	// requests carry (0: unknown): a bound on a prefix index's entries,
+	// so a router can size its index once instead of growing it.
+	Blocks int
 }
 
 // Request is one request as a router sees it.
