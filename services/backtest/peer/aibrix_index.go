@@ -14,8 +14,7 @@ type aibrixIndex struct {
 	slot     hashMap
 	ents     pages[aibrixEntry]
 	free     []int32
-	recs     []holderRec // uses, oldest first from head
-	head     int
+	recs     queue[holderRec] // uses, oldest first
 	stamp    uint64
 }
 
@@ -82,13 +81,13 @@ func (x *aibrixIndex) add(hash uint64, hint int32, weight int32, pod int32, now 
 
 // expire evicts the blocks untouched since now − idle.
 func (x *aibrixIndex) expire(now int64) {
-	for x.head < len(x.recs) {
-		r := x.recs[x.head]
+	for x.recs.len() > 0 {
+		r := x.recs.at(0)
 		e := x.ents.at(r.entry)
 		if e.live && e.stamp == r.stamp && e.last > now-x.idle {
 			return // the least recently used block is still fresh
 		}
-		x.head++
+		x.recs.pop()
 		if e.live && e.stamp == r.stamp {
 			x.remove(r.entry)
 		}
@@ -98,17 +97,17 @@ func (x *aibrixIndex) expire(now int64) {
 // evictOldest removes the least recently used block, unless it is keep;
 // it reports whether it removed one.
 func (x *aibrixIndex) evictOldest(keep int32) bool {
-	for x.head < len(x.recs) {
-		r := x.recs[x.head]
+	for x.recs.len() > 0 {
+		r := x.recs.at(0)
 		e := x.ents.at(r.entry)
 		if !e.live || e.stamp != r.stamp {
-			x.head++
+			x.recs.pop()
 			continue
 		}
 		if r.entry == keep {
 			return false
 		}
-		x.head++
+		x.recs.pop()
 		x.remove(r.entry)
 		return true
 	}
@@ -133,25 +132,18 @@ func (x *aibrixIndex) touch(i int32, now int64) {
 	x.stamp++
 	e := x.ents.at(i)
 	e.stamp, e.last = x.stamp, now
-	x.recs = append(x.recs, holderRec{entry: i, stamp: x.stamp})
-	if x.head > 1024 && 2*x.head > len(x.recs) {
-		x.recs = append(x.recs[:0], x.recs[x.head:]...)
-		x.head = 0
-	}
-	if live := x.slot.len(); len(x.recs)-x.head > 4*live+1024 {
+	x.recs.push(holderRec{entry: i, stamp: x.stamp})
+	if live := x.slot.len(); x.recs.len() > 4*live+1024 {
 		x.compact()
 	}
 }
 
 // compact keeps only the current records.
 func (x *aibrixIndex) compact() {
-	keep := x.recs[:0]
-	for _, r := range x.recs[x.head:] {
-		if e := x.ents.at(r.entry); e.live && e.stamp == r.stamp {
-			keep = append(keep, r)
-		}
-	}
-	x.recs, x.head = keep, 0
+	x.recs.filter(func(r holderRec) bool {
+		e := x.ents.at(r.entry)
+		return e.live && e.stamp == r.stamp
+	})
 }
 
 func (x *aibrixIndex) remove(i int32) {

@@ -35,11 +35,10 @@ type holder struct {
 	stamp  uint64 // of its latest use
 }
 
-// holderLog is one engine's uses, oldest first from head, and how many
-// blocks the engine holds against its capacity.
+// holderLog is one engine's uses, oldest first, and how many blocks the
+// engine holds against its capacity.
 type holderLog struct {
-	recs      []holderRec
-	head      int
+	recs      queue[holderRec]
 	size, cap int
 }
 
@@ -115,7 +114,7 @@ func (x *holderIndex) addAt(hash uint64, hint int32, e int) {
 			break
 		}
 	}
-	l.recs = append(l.recs, holderRec{entry: i, stamp: x.stamp})
+	l.recs.push(holderRec{entry: i, stamp: x.stamp})
 	if found {
 		x.compact(e)
 		return
@@ -143,9 +142,9 @@ func (x *holderIndex) newEntry(hash uint64) int32 {
 // that is still current.
 func (x *holderIndex) evict(e int) {
 	l := &x.lists[e]
-	for l.head < len(l.recs) {
-		r := l.recs[l.head]
-		l.head++
+	for l.recs.len() > 0 {
+		r := l.recs.at(0)
+		l.recs.pop()
 		ent := x.ents.at(r.entry)
 		for k, h := range ent.holders.items() {
 			if int(h.engine) == e && h.stamp == r.stamp {
@@ -162,21 +161,19 @@ func (x *holderIndex) evict(e int) {
 	}
 }
 
-// compact drops the consumed and stale records once they are most of
-// the log, so that it stays within a small multiple of the blocks held.
+// compact drops the stale records once they are most of the log, so
+// that it stays within a small multiple of the blocks held.
 func (x *holderIndex) compact(e int) {
 	l := &x.lists[e]
-	if len(l.recs) < 4*l.cap+64 {
+	if l.recs.len() < 4*l.cap+64 {
 		return
 	}
-	live := l.recs[:0]
-	for _, r := range l.recs[l.head:] {
+	l.recs.filter(func(r holderRec) bool {
 		for _, h := range x.ents.at(r.entry).holders.items() {
 			if int(h.engine) == e && h.stamp == r.stamp {
-				live = append(live, r)
-				break
+				return true
 			}
 		}
-	}
-	l.recs, l.head = live, 0
+		return false
+	})
 }

@@ -234,7 +234,7 @@ func TestHolderIndexLRUOrder(t *testing.T) {
 			t.Fatalf("round %d: a refreshed block was evicted", round)
 		}
 	}
-	if l := x.lists[0]; len(l.recs)-l.head > 4*l.cap+64 || l.size != 3 {
-		t.Fatalf("log of %d records for %d blocks", len(l.recs)-l.head, l.size)
+	if l := x.lists[0]; l.recs.len() > 4*l.cap+64 || l.size != 3 {
+		t.Fatalf("log of %d records for %d blocks", l.recs.len(), l.size)
 	}
 }
