@@ -73,11 +73,13 @@ func (c SGLangConfig) Validate() error {
 // SGLang returns the SGLang cache_aware policy configured by c.
 func SGLang(c SGLangConfig) Policy {
 	return Policy{Name: c.Name, About: "SGLang cache_aware: prefix tree over the text, smallest tree on a miss, least in-flight when imbalanced (64 and 1.5x)",
-		New: func(f *Fleet, _ int, seed uint64) (Router, error) {
+		New: func(f *Fleet, cl int, seed uint64) (Router, error) {
 			if err := c.Validate(); err != nil {
 				return nil, err
 			}
-			return &sglang{cfg: c, f: f, inflight: newInflight(f), tree: newSGLangTree(len(f.Engines), seed),
+			tree := newSGLangTree(len(f.Engines), seed)
+			tree.nodes.reserve(f.Clusters[cl].Blocks) // a node per distinct block at most
+			return &sglang{cfg: c, f: f, inflight: newInflight(f), tree: tree,
 				nextEvict: int64(c.EvictionInterval)}, nil
 		}}
 }
