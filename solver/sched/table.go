@@ -52,13 +52,18 @@ func Build(engines []string, weights []float64, slots int) (*Table, error) {
 		return nil, fmt.Errorf("sched: build: %w", err)
 	}
 	counts := apportion(ws, slots)
-	owner := make([]uint16, 0, slots)
+	t := &Table{slots: make([]uint16, slots), n: slots, mask: uint64(slots - 1), names: names, counts: counts,
+		seeds: make([]uint64, len(names))}
+	start := int32(0)
 	for i, c := range counts {
-		for range c {
-			owner = append(owner, uint16(i))
+		if c > 0 { // one run per engine with slots, in name order
+			t.spans = append(t.spans, span{start: start, n: int32(c), e: int32(i)})
+			fillSlots(t.slots[start:start+int32(c)], int32(i))
+			start += int32(c)
 		}
+		t.seeds[i] = HashKey(names[i])
 	}
-	return newTable(names, owner), nil
+	return t, nil
 }
 
 // Rebalance returns prev.Update(engines, weights), or a table built with

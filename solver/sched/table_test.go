@@ -151,3 +151,30 @@ func TestAccessors(t *testing.T) {
 		t.Error("mutating returned slices changed the table")
 	}
 }
+
+// TestBuildLaysOutRuns checks Build's direct layout against the slot
+// array it describes, read back run by run (newTable): the same runs,
+// counts, seeds and slots, for engine counts and sizes with zero weights.
+func TestBuildLaysOutRuns(t *testing.T) {
+	r := newRand(5)
+	for range 50 {
+		n := 1 + r.IntN(300)
+		names, ws := engineNames(n), randomWeights(r, n)
+		for i := range ws {
+			if r.Float64() < 0.2 {
+				ws[i] = 0
+			}
+		}
+		ws[r.IntN(n)] = 1
+		slots := 1 << r.IntN(17)
+		got, err := Build(names, ws, slots)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := newTable(got.names, slices.Clone(got.slots))
+		if !got.Equal(want) || !slices.Equal(got.spans, want.spans) || !slices.Equal(got.counts, want.counts) ||
+			!slices.Equal(got.seeds, want.seeds) {
+			t.Fatalf("%d engines, %d slots: Build's runs are not its slots'", n, slots)
+		}
+	}
+}

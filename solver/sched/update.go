@@ -68,7 +68,7 @@ func (u *Updater) Update(t *Table, engines []string, weights []float64) (*Table,
 		names = slices.Clone(u.names)
 	}
 	w := &u.u
-	w.reset(t, names, u.quota)
+	w.reset(t, names, u.quota, sameNames)
 	w.release()
 	w.findGaps()
 	w.grow()
@@ -127,13 +127,17 @@ type segment struct {
 // ends inwards.
 type gap struct{ a, b int32 }
 
-// reset starts an update of t to names with slot counts quota.
-func (u *updater) reset(t *Table, names []string, quota []int) {
-	u.t, u.names, u.quota = t, names, quota
-	u.idx = remapIndex(u.idx, t.names, names)
-	u.same = len(names) == len(t.names)
-	for i, j := range u.idx {
-		u.same = u.same && int(j) == i
+// reset starts an update of t to names (same: t's engines) with slot
+// counts quota.
+func (u *updater) reset(t *Table, names []string, quota []int, same bool) {
+	u.t, u.names, u.quota, u.same = t, names, quota, same
+	if same {
+		u.idx = resize(u.idx, len(names))
+		for i := range u.idx {
+			u.idx[i] = int32(i)
+		}
+	} else {
+		u.idx = remapIndex(u.idx, t.names, names)
 	}
 	u.segs = resize(u.segs, len(t.spans))
 	u.counts = zeroed(u.counts, len(names))
