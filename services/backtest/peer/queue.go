@@ -43,10 +43,11 @@ func (q *queue[T]) filter(keep func(T) bool) {
 	q.n = w
 }
 
+// grow doubles the ring, which is full: its elements run from head to
+// the end of buf, then from its start.
 func (q *queue[T]) grow() {
 	buf := make([]T, max(1024, 2*len(q.buf)))
-	for i := range q.n {
-		buf[i] = q.at(i)
-	}
+	k := copy(buf, q.buf[q.head:])
+	copy(buf[k:], q.buf[:q.head])
 	q.buf, q.head = buf, 0
 }
