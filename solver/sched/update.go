@@ -28,7 +28,7 @@ import (
 // update costs time in the number of runs and of moved ranges, so a small
 // weight change is cheap on a table of any size (README.md).
 func (t *Table) Update(engines []string, weights []float64) (*Table, error) {
-	var u Updater
+	u := Updater{once: true}
 	return u.Update(t, engines, weights)
 }
 
@@ -48,6 +48,7 @@ type Updater struct {
 	rem    []float64 // apportion's remainders
 	byRem  []int     // apportion's order
 	spans  []span    // the new runs before they are copied out
+	once   bool      // used for one update only: the table takes the slices, uncopied
 }
 
 // Update is t.Update(engines, weights) with u's working memory.
@@ -65,7 +66,7 @@ func (u *Updater) Update(t *Table, engines []string, weights []float64) (*Table,
 	}
 	names := t.names // immutable, so a table with the same engines shares them
 	if !sameNames {
-		names = slices.Clone(u.names)
+		names = own(u, u.names)
 	}
 	w := &u.u
 	w.reset(t, names, u.quota, sameNames)
@@ -78,6 +79,15 @@ func (u *Updater) Update(t *Table, engines []string, weights []float64) (*Table,
 		return nil, fmt.Errorf("sched: update: %w", err)
 	}
 	return next, nil
+}
+
+// own returns s for a new table to keep: a copy of u's scratch, unless u
+// serves one update only (Table.Update), whose scratch nothing reuses.
+func own[T any](u *Updater, s []T) []T {
+	if u.once {
+		return s
+	}
+	return slices.Clone(s)
 }
 
 // Rebalance is Rebalance(prev, engines, weights) with u's working memory.
@@ -350,6 +360,9 @@ func (u *updater) claim(start, k int32, e int) {
 // interval whole and then continuing: few intervals get split, so few new
 // runs start.
 func (u *updater) fill() {
+	if cap(u.byNeed) < len(u.need) {
+		u.byNeed = make([]int, 0, len(u.need))
+	}
 	order := u.byNeed[:0]
 	for e, k := range u.need {
 		if k > 0 {
@@ -445,6 +458,9 @@ func (u *Updater) table() (*Table, error) {
 	}
 	slices.SortFunc(w.claims, func(a, b span) int { return int(a.start - b.start) })
 	slots := w.slots()
+	if n := len(w.segs) + len(w.claims); cap(u.spans) < n {
+		u.spans = make([]span, 0, n)
+	}
 	spans, err := w.mergeSpans(u.spans[:0])
 	u.spans = spans
 	if err != nil {
@@ -464,8 +480,8 @@ func (u *Updater) table() (*Table, error) {
 			}
 		}
 	}
-	return &Table{slots: slots, n: w.t.n, mask: w.t.mask, names: w.names, counts: slices.Clone(w.quota),
-		seeds: seeds, spans: slices.Clone(spans)}, nil
+	return &Table{slots: slots, n: w.t.n, mask: w.t.mask, names: w.names, counts: own(u, w.quota),
+		seeds: seeds, spans: own(u, spans)}, nil
 }
 
 // slots is the new slot array: the old one with the claimed ranges
