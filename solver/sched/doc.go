@@ -33,6 +33,8 @@
 // A Table is immutable once built; all its methods are safe for concurrent
 // use, and a new table is swapped in by replacing the pointer (for example
 // with atomic.Pointer). Build, Update and Decode allocate a new table and
-// never modify their inputs. Pick, PickHash, PickSkip, HashKey and ShedKey
+// never modify their inputs. An Updater is working memory for one
+// goroutine at a time (or under the caller's lock); the tables it returns
+// share nothing with it. Pick, PickHash, PickSkip, HashKey and ShedKey
 // do not allocate.
 package sched

@@ -51,19 +51,31 @@ func Build(engines []string, weights []float64, slots int) (*Table, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sched: build: %w", err)
 	}
-	counts := apportion(ws, slots)
+	return layOut(names, apportion(ws, slots), slots), nil
+}
+
+// layOut is the table in which each engine with slots owns one run, in
+// name order, of counts[i] slots (counts summing to slots): its runs
+// written directly rather than read back from the slot array.
+func layOut(names []string, counts []int, slots int) *Table {
+	runs := 0
+	for _, c := range counts {
+		if c > 0 {
+			runs++
+		}
+	}
 	t := &Table{slots: make([]uint16, slots), n: slots, mask: uint64(slots - 1), names: names, counts: counts,
-		seeds: make([]uint64, len(names))}
+		seeds: make([]uint64, len(names)), spans: make([]span, 0, runs)}
 	start := int32(0)
 	for i, c := range counts {
-		if c > 0 { // one run per engine with slots, in name order
+		if c > 0 {
 			t.spans = append(t.spans, span{start: start, n: int32(c), e: int32(i)})
 			fillSlots(t.slots[start:start+int32(c)], int32(i))
 			start += int32(c)
 		}
 		t.seeds[i] = HashKey(names[i])
 	}
-	return t, nil
+	return t
 }
 
 // Rebalance returns prev.Update(engines, weights), or a table built with
