@@ -261,8 +261,17 @@ func (s *Sketch) Merge(o *Sketch) {
 	s.n += o.n
 	s.zeros += o.zeros
 	s.sum += o.sum
-	for i, c := range o.counts {
-		if c != 0 {
+	if o.n == o.zeros {
+		return // every value below SketchMinMs: no bucket counts
+	}
+	// Only buckets between those of o's smallest and largest values can
+	// hold counts (bucketOf is monotone): a window's cell holds a few
+	// values in a store of a hundred buckets or more, so this skips most
+	// of the scan.
+	lo := max(bucketOf(max(o.min, SketchMinMs))-o.off, 0)
+	hi := min(bucketOf(o.max)-o.off, len(o.counts)-1)
+	for i := lo; i <= hi; i++ {
+		if c := o.counts[i]; c != 0 {
 			s.addBucket(o.off+i, c)
 		}
 	}

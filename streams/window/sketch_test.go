@@ -201,3 +201,31 @@ func BenchmarkSketchAdd(b *testing.B) {
 	}
 	reportRates(b, cpu0, "values")
 }
+
+// TestSketchMergeEdges merges sketches holding values at the ends of the
+// range (negative, zero, below SketchMinMs, exactly it, SketchMaxMs and
+// past it, +Inf) and single values, each into one sketch, and compares
+// every bucket with adding them all to one sketch: Merge reads only the
+// buckets between its source's smallest and largest values.
+func TestSketchMergeEdges(t *testing.T) {
+	vals := [][]float64{{-5}, {0, 0.001}, {SketchMinMs}, {SketchMinMs, 3}, {42}, {SketchMaxMs}, {1e9, math.Inf(1)},
+		{0.5, 7, 7, 900}, {-1, 250}, {}}
+	var all, m Sketch
+	for _, vs := range vals {
+		var part Sketch
+		for _, v := range vs {
+			part.Add(v)
+			all.Add(v)
+		}
+		m.Merge(&part)
+	}
+	if m.Count() != all.Count() || m.zeros != all.zeros || m.min != all.min || m.max != all.max {
+		t.Fatalf("merged count/zeros/min/max %d/%d/%v/%v, single %d/%d/%v/%v",
+			m.Count(), m.zeros, m.min, m.max, all.Count(), all.zeros, all.min, all.max)
+	}
+	for b := range sketchBuckets {
+		if got, want := bucketCount(&m, b), bucketCount(&all, b); got != want {
+			t.Fatalf("bucket %d: merged %d, single %d", b, got, want)
+		}
+	}
+}
