@@ -51,6 +51,7 @@ type tablePicker struct {
 	fresh, reqs [][]int
 	ring        int
 	newShare    []float64
+	sizes       []routing.Sizes // [c]: recent new conversations' prompts, shed largest first
 
 	c       int  // cluster being picked for, read by skip and full
 	ongoing bool // whether the request being picked continues a conversation, read by closed
@@ -85,6 +86,7 @@ func newTablePicker(s *sim, spill float64) *tablePicker {
 		w: make([][]float64, nc), shed: make([]float64, nc),
 		primary: make([]int16, nconv), served: make([]int16, nconv), lastNs: make([]int64, nconv),
 		fresh: make([][]int, slots), reqs: make([][]int, slots), newShare: make([]float64, nc),
+		sizes: make([]routing.Sizes, nc),
 	}
 	for i := range p.primary {
 		p.primary[i], p.served[i] = -1, -1
@@ -198,7 +200,11 @@ func (p *tablePicker) pick(s *sim, i int) int {
 		p.fresh[p.ring][c]++
 	}
 	t := p.tables[c]
-	if t == nil || routing.Shed(h, p.shed[c], p.newShare[c], ongoing) {
+	shed := t == nil || routing.Shed(h, p.shed[c], p.newShare[c], ongoing, &p.sizes[c], int(s.w.prompt[i]))
+	if !ongoing {
+		p.sizes[c].Observe(int(s.w.prompt[i]))
+	}
+	if shed {
 		return pickShed
 	}
 	p.c, p.s = c, s

@@ -22,8 +22,9 @@ type cluster struct {
 	inflight atomic.Int64 // proxied requests in flight, all engines
 	budget   *retryBudget
 	throttle *throttle
-	mix      *window       // a: requests, b: requests of new conversations
-	newShare atomic.Uint64 // float64 bits: share of requests that are new
+	mix      *window        // a: requests, b: requests of new conversations
+	newShare atomic.Uint64  // float64 bits: share of requests that are new
+	sizes    *routing.Sizes // recent new conversations' prompts; nil: shed by key (Config.ShedOrder)
 
 	// skipped is how many entries of the snapshot in use are ineligible
 	// under the fleet in use (guarded by DataPlane.mu): a fleet reload
@@ -59,6 +60,9 @@ func newCluster(name string, cfg Config) *cluster {
 		throttle: newThrottle(cfg.Throttle, cfg.TickInterval),
 		mix:      newWindow(time.Minute, cfg.TickInterval),
 		cells:    map[string]*cell{},
+	}
+	if cfg.ShedOrder != ShedByKey {
+		c.sizes = new(routing.Sizes)
 	}
 	c.newShare.Store(math.Float64bits(1))
 	c.cur.Store(&picker{err: ErrNoSnapshot, c: c})

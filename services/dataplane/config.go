@@ -13,6 +13,12 @@ import (
 
 // Config is everything a DataPlane needs to know that is not a live
 // dependency. Build it with DefaultConfig and change what differs.
+// The shed orders of Config.ShedOrder.
+const (
+	ShedLargest = "largest"
+	ShedByKey   = "key"
+)
+
 type Config struct {
 	// Clusters are the front-end clusters this process serves. With one,
 	// it is the default cluster of requests that name none.
@@ -79,6 +85,14 @@ type Config struct {
 	// the cluster's in-flight requests goes to its next choice. +Inf turns
 	// the spill off.
 	SpillFactor float64
+	// ShedOrder is which new conversations a cluster's shed fraction
+	// refuses first: ShedLargest (default), those whose prompts are the
+	// largest of the cluster's recent new conversations (routing.Sizes:
+	// each refusal frees the most engine time), or ShedByKey, by the hash
+	// of their affinity key (every prompt length alike). Ongoing
+	// conversations are shed by key either way, and only once every new
+	// one is.
+	ShedOrder string
 	// ConversationSlots is the size of each cluster's memory of recent
 	// conversations (a power of two; 8 bytes each); ConversationIdle is how
 	// long a conversation counts as ongoing after its last request.
@@ -167,6 +181,7 @@ func DefaultConfig() Config {
 		ProbePath:             "/health",
 		ProbeFailures:         2,
 		SpillFactor:           1.25,
+		ShedOrder:             ShedLargest,
 		ConversationSlots:     1 << 20,
 		ConversationIdle:      30 * time.Minute,
 		DrainTimeout:          2 * time.Minute,
@@ -286,6 +301,8 @@ func (c Config) validateLimits() error {
 	switch {
 	case !(c.SpillFactor >= 1):
 		return fmt.Errorf("SpillFactor %v must be >= 1 (1+ε; +Inf turns the spill off)", c.SpillFactor)
+	case c.ShedOrder != ShedLargest && c.ShedOrder != ShedByKey:
+		return fmt.Errorf("ShedOrder %q must be %q or %q", c.ShedOrder, ShedLargest, ShedByKey)
 	case c.ConversationSlots < convoWays || c.ConversationSlots > 1<<26 || c.ConversationSlots&(c.ConversationSlots-1) != 0:
 		return fmt.Errorf("ConversationSlots %d must be a power of two from %d to %d", c.ConversationSlots, convoWays, 1<<26)
 	case c.MaxBodyBytes < 1:

@@ -105,7 +105,7 @@ func (d *DataPlane) PickExternal(req ExternalRequest) (*ExternalPick, *RouteErro
 	if req.Subset != nil && p.err == nil {
 		tr.deny, pk.UnknownSubset = p.subsetDeny(req.Subset, d.knownEndpoint)
 	}
-	ch, ongoing, err := d.decideIn(c, p, h, req.Key.First, &tr)
+	ch, ongoing, err := d.decideIn(c, p, h, req.Key.First, req.PromptTokens, &tr)
 	if err != nil {
 		return nil, d.pickRouteError(c, err, req.Subset != nil)
 	}

@@ -242,9 +242,10 @@ func mix64(z uint64) uint64 {
 	return z ^ z>>31
 }
 
-// shedKey reports whether the request with hash h is shed: routing.Shed,
-// new conversations first, the rule the backtester runs too. Stale
-// pickers shed nothing (README.md, Staleness).
-func (p *picker) shedKey(h uint64, ongoing bool, newShare float64) bool {
-	return !p.stale && routing.Shed(h, p.shed, newShare, ongoing)
+// shedKey reports whether the request with hash h and a prompt of tokens
+// (estimated; 0 unknown) is shed: routing.Shed, new conversations first,
+// the largest of them first unless sizes is nil, the rule the backtester
+// runs too. Stale pickers shed nothing (README.md, Staleness).
+func (p *picker) shedKey(h uint64, ongoing bool, newShare float64, sizes *routing.Sizes, tokens int) bool {
+	return !p.stale && routing.Shed(h, p.shed, newShare, ongoing, sizes, tokens)
 }

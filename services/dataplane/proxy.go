@@ -114,7 +114,7 @@ func (d *DataPlane) route(w http.ResponseWriter, r *http.Request, in *proxyReque
 		d.answerCode(w, c, http.StatusServiceUnavailable, codeThrottled, "engines are rejecting requests; throttled locally, retry later")
 		return
 	}
-	ch, ongoing, err := d.decideKey(c, p, in.hash, in.key.First)
+	ch, ongoing, err := d.decideKey(c, p, in.hash, in.key.First, in.tokens)
 	if err != nil {
 		in.span.SetStatus(codes.Error, err.Error())
 		d.answerPickError(w, c, err)

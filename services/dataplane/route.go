@@ -7,21 +7,23 @@ package dataplane
 // the pick, and reports whether the conversation was ongoing (retries
 // pick again with the same view). It takes no lock and does not allocate.
 func (d *DataPlane) decide(c *cluster, p *picker, h uint64) (choice, bool, error) {
-	return d.decideKey(c, p, h, false)
+	return d.decideKey(c, p, h, false, 0)
 }
 
 // decideKey is decide for a key that may open its conversation (first):
 // such a request counts as new however recently its key was seen, since
 // a prompt-derived key is shared by every conversation that starts with
-// the same words (affinity.Key.First).
-func (d *DataPlane) decideKey(c *cluster, p *picker, h uint64, first bool) (choice, bool, error) {
+// the same words (affinity.Key.First). tokens is the prompt's estimated
+// length (0: unknown), by which new conversations are shed, the largest
+// first.
+func (d *DataPlane) decideKey(c *cluster, p *picker, h uint64, first bool, tokens int) (choice, bool, error) {
 	var tr tried
-	return d.decideIn(c, p, h, first, &tr)
+	return d.decideIn(c, p, h, first, tokens, &tr)
 }
 
 // decideIn is decideKey for a request that may use only the engines tr
 // does not deny.
-func (d *DataPlane) decideIn(c *cluster, p *picker, h uint64, first bool, tr *tried) (choice, bool, error) {
+func (d *DataPlane) decideIn(c *cluster, p *picker, h uint64, first bool, tokens int, tr *tried) (choice, bool, error) {
 	if p.err != nil {
 		return choice{}, false, p.err
 	}
@@ -32,7 +34,11 @@ func (d *DataPlane) decideIn(c *cluster, p *picker, h uint64, first bool, tr *tr
 	if !ongoing {
 		c.mix.b.Add(1)
 	}
-	if p.shedKey(h, ongoing, c.newConversationShare()) {
+	shed := p.shedKey(h, ongoing, c.newConversationShare(), c.sizes, tokens)
+	if !ongoing && c.sizes != nil {
+		c.sizes.Observe(tokens)
+	}
+	if shed {
 		c.shed.Add(1)
 		return choice{}, ongoing, ErrShed
 	}

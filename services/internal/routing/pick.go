@@ -21,11 +21,14 @@ const MinShed = 1e-6
 // its cluster's shed fraction is f and a share newShare of the cluster's
 // recent requests came from new conversations. New conversations are shed
 // first: new ones at f/newShare (all of them when f ≥ newShare, or when no
-// new one was seen lately), ongoing ones at (f − newShare)/(1 − newShare)
-// only when f > newShare (a newShare that is not a number counts as 1,
-// as before any request). Keys are chosen by sched.ShedKey, so every
-// replica sheds the same conversations and raising f only adds to them.
-func Shed(h uint64, f, newShare float64, ongoing bool) bool {
+// new one was seen lately), the largest prompts first (sizes.Largest with
+// the request's prompt of tokens tokens; by key when sizes is nil, the
+// shed order "key"); ongoing ones at (f − newShare)/(1 − newShare), by
+// key, only when f > newShare (a newShare that is not a number counts as
+// 1, as before any request). Keys are chosen by sched.ShedKey, so every
+// replica sheds the same ongoing conversations and raising f only adds
+// to the shed ones.
+func Shed(h uint64, f, newShare float64, ongoing bool, sizes *Sizes, tokens int) bool {
 	if !(f >= MinShed) {
 		return false
 	}
@@ -37,7 +40,7 @@ func Shed(h uint64, f, newShare float64, ongoing bool) bool {
 		n = max(newShare, 0)
 	}
 	if !ongoing {
-		return n == 0 || sched.ShedKey(h, f/n)
+		return n == 0 || sizes.Largest(tokens, h, f/n)
 	}
 	return f > n && sched.ShedKey(h, (f-n)/(1-n))
 }

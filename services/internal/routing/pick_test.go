@@ -14,7 +14,7 @@ func shedShare(f, newShare float64, ongoing bool) float64 {
 	const n = 20000
 	shed := 0
 	for i := range n {
-		if Shed(sched.HashKey("k"+strconv.Itoa(i)), f, newShare, ongoing) {
+		if Shed(sched.HashKey("k"+strconv.Itoa(i)), f, newShare, ongoing, nil, 0) {
 			shed++
 		}
 	}
@@ -112,9 +112,13 @@ func TestPickDoesNotAllocate(t *testing.T) {
 	tb, _ := sched.Build([]string{"a", "b", "c"}, []float64{1, 2, 3}, sched.DefaultSlots)
 	loads := []int64{5, 1, 0}
 	shares := []float64{1.0 / 6, 2.0 / 6, 3.0 / 6}
+	var sizes Sizes
+	for i := range SizesLen {
+		sizes.Observe(100 + i)
+	}
 	allocs := testing.AllocsPerRun(100, func() {
 		h := sched.HashKey("k")
-		if Shed(h, 0.1, 0.5, false) {
+		if Shed(h, 0.1, 0.5, false, &sizes, 150) {
 			return
 		}
 		Choose(tb, h, false, func(i int) bool { return false }, func(i int) bool { return Over(1.25, shares[i], loads[i], 6) })
