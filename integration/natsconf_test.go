@@ -118,6 +118,7 @@ func TestNATSPermissions(t *testing.T) {
 	}
 	checkDataplaneWatch(ctx, t, dkv, okv)
 	checkDataplaneCannotWrite(t, dataplane, asyncErrs, okv)
+	checkDataplanesSharePending(t, srv, dataplane, asyncErrs)
 
 	if _, err := nats.Connect(srv.ClientURL(), nats.UserInfo("dataplane", "wrong")); err == nil {
 		t.Error("a wrong password was accepted")
@@ -181,6 +182,36 @@ func checkDataplaneCannotWrite(t *testing.T, dp *nats.Conn, asyncErrs <-chan err
 	e, err := okv.Get(context.Background(), "fe-east")
 	if err != nil || string(e.Value()) != `{"version":2}` {
 		t.Errorf("after the refused writes fe-east = %v, %v; want version 2 unchanged", e, err)
+	}
+}
+
+// checkDataplanesSharePending: a second data plane, the same user,
+// receives what the first publishes on schemas.SubjectPending (the
+// pending prefill they share), with no permissions violation.
+func checkDataplanesSharePending(t *testing.T, srv *server.Server, dp *nats.Conn, asyncErrs <-chan error) {
+	other, otherErrs := connectNATS(t, srv, "dataplane", testDataplanePassword)
+	defer other.Close()
+	sub, err := other.SubscribeSync(schemas.SubjectPending)
+	if err != nil {
+		t.Fatalf("subscribe %s: %v", schemas.SubjectPending, err)
+	}
+	if err := other.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	msg := `{"source":"dp-1","seq":1,"engines":{"east-0":1200}}`
+	if err := dp.Publish(schemas.SubjectPending, []byte(msg)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := sub.NextMsg(5 * time.Second)
+	if err != nil || string(got.Data) != msg {
+		t.Fatalf("pending prefill between data planes: %v, %v", got, err)
+	}
+	for _, ch := range []<-chan error{asyncErrs, otherErrs} {
+		select {
+		case err := <-ch:
+			t.Errorf("sharing pending prefill: %v", err)
+		default:
+		}
 	}
 }
 

@@ -114,6 +114,11 @@ func (p *tablePicker) lighter(t *sched.Table, h uint64, idx int, ongoing bool) i
 	return routing.SecondChoice(t, h, idx, p.closed, p.load)
 }
 
+// load is the data plane's slot.load: the engine's queue and batch as
+// cluster p.c's data plane sees them, plus the prefill pending there (its
+// own, and while the cluster sheds nothing the other data planes' as
+// shared, pendingView) in requests of its mean prompt, over the engine's
+// queue limit.
 func (p *tablePicker) load(i int) float64 {
 	e := int(p.toEngine[p.c][i])
 	if !(p.limits[e] > 0) {
@@ -121,9 +126,32 @@ func (p *tablePicker) load(i int) float64 {
 	}
 	q := p.waiting(p.c, e) + float64(p.s.runSeen[e])
 	if p.meanPrompt > 0 {
-		q += float64(p.pendTok[int(p.s.fi.rowCluster[p.c])*len(p.s.fi.engines)+e]) / p.meanPrompt
+		c := int(p.s.fi.rowCluster[p.c])
+		tok := p.pendTok[c*len(p.s.fi.engines)+e]
+		if p.syncLag > 0 && !(p.shed[p.c] >= routing.MinShed) {
+			tok += p.othersPending(c, e)
+		}
+		q += float64(tok) / p.meanPrompt
 	}
 	return q / p.limits[e]
+}
+
+// othersPending is the prefill the data planes of clusters other than c
+// have pending at engine e, as cluster c's data plane knows it from
+// their last shared figures (services/dataplane pending_sync.go): a copy
+// of every cluster's pending prefill taken every syncLag, the publish
+// interval plus the delivery between regions.
+func (p *tablePicker) othersPending(c, e int) int64 {
+	ne := len(p.s.fi.engines)
+	if p.syncView == nil || p.s.now-p.syncAt >= int64(p.syncLag) {
+		p.syncView = append(p.syncView[:0], p.pendTok...)
+		p.syncTotal = append(p.syncTotal[:0], make([]int64, ne)...)
+		for k, tok := range p.syncView {
+			p.syncTotal[k%ne] += tok
+		}
+		p.syncAt = p.s.now
+	}
+	return p.syncTotal[e] - p.syncView[c*ne+e]
 }
 
 // prefillSent counts request i's prompt as prefill this cluster's data

@@ -33,13 +33,13 @@ type tablePicker struct {
 	up       sched.Updater // the tables' updates' working memory
 	names    []string      // set's scratch: a cluster's engines
 	ws       []float64     // and their weights
-	toEngine [][]int32   // [c][table index] -> engine index
-	toIdx    [][]int32   // [c][engine] -> table index, -1 when not in the table
-	counts   [][]int     // [c][table index]: slots
-	share    [][]float64 // [c][table index]: bounded-load share
-	shareGen []uint64    // [c]: sim.healthGen the shares were computed at, +1
-	w        [][]float64 // [c][engine]: current weights
-	shed     []float64   // by cluster
+	toEngine [][]int32     // [c][table index] -> engine index
+	toIdx    [][]int32     // [c][engine] -> table index, -1 when not in the table
+	counts   [][]int       // [c][table index]: slots
+	share    [][]float64   // [c][table index]: bounded-load share
+	shareGen []uint64      // [c]: sim.healthGen the shares were computed at, +1
+	w        [][]float64   // [c][engine]: current weights
+	shed     []float64     // by cluster
 
 	// conversation memory: the engine the table gave the last turn, the
 	// one that served it, and when.
@@ -74,6 +74,13 @@ type tablePicker struct {
 	endedBy    []int32  // like sentBy: of those, the ones that ended
 	pendTok    []int64
 	meanPrompt float64
+	// The other data planes' pending prefill as shared (othersPending):
+	// every cluster's pendTok as of syncAt, and its sum by engine;
+	// syncLag 0 shares nothing.
+	syncLag   time.Duration
+	syncView  []int64
+	syncTotal []int64
+	syncAt    int64
 }
 
 func newTablePicker(s *sim, spill float64) *tablePicker {

@@ -21,6 +21,12 @@ type OptimizerConfig struct {
 	// SpillFactor is the data plane's 1+ε for bounded-load spill of new
 	// conversations; +Inf turns it off.
 	SpillFactor float64
+	// PendingSync is how old the other data planes' pending prefill is
+	// when a data plane compares engines by it: its --pending-sync
+	// interval (100 ms) plus the delivery between regions, modelled as a
+	// view of every cluster's pending prefill taken every PendingSync.
+	// 0 shares nothing.
+	PendingSync time.Duration
 	// DemandAlpha is the weight of the newest window in the demand's
 	// moving average (routing.DemandConfig.Alpha); MaxShedCorrection caps
 	// the shed fraction served traffic is scaled up by (observed/(1 −
@@ -59,7 +65,7 @@ type OptimizerConfig struct {
 // data plane (README.md).
 func DefaultOptimizerConfig() OptimizerConfig {
 	return OptimizerConfig{
-		ChurnMs: 500, SpillFactor: 1, DemandAlpha: 0.05, MaxShedCorrection: 0.9, Derate: routing.DefaultDerateConfig(),
+		ChurnMs: 500, SpillFactor: 1, PendingSync: 250 * time.Millisecond, DemandAlpha: 0.05, MaxShedCorrection: 0.9, Derate: routing.DefaultDerateConfig(),
 		MinChange: 0.002, MaxInterval: 30 * time.Second, ShapeAlpha: 0.2,
 		FitWindows: 120, FitEvery: 6, UseFits: true, Regress: regress.DefaultConfig(), InitialLoad: 0.5,
 	}
@@ -72,6 +78,8 @@ func (c OptimizerConfig) Validate() error {
 		return fmt.Errorf("%w: optimizer churn %v ms must be finite and >= 0", ErrConfig, c.ChurnMs)
 	case !(c.SpillFactor >= 1):
 		return fmt.Errorf("%w: spill factor %v must be >= 1", ErrConfig, c.SpillFactor)
+	case c.PendingSync < 0:
+		return fmt.Errorf("%w: pending sync %v must not be negative (0 shares nothing)", ErrConfig, c.PendingSync)
 	case !(c.DemandAlpha > 0 && c.DemandAlpha <= 1):
 		return fmt.Errorf("%w: demand alpha %v must be in (0, 1]", ErrConfig, c.DemandAlpha)
 	case !(c.MaxShedCorrection >= 0 && c.MaxShedCorrection < 1):
@@ -152,6 +160,7 @@ func newOptimizerPolicy(s *sim) (*optimizerPolicy, error) {
 		calib:       calibrator{ne: ne},
 	}
 	s.observer = &p.shape
+	p.syncLag = p.cfg.PendingSync
 	caps := make([]float64, ne)
 	for e, pr := range s.fi.params {
 		caps[e] = prior.Profile(s.fi.engines[e], pr, p.shape.get()).CapacityRps

@@ -27,6 +27,7 @@ type live struct {
 	gen              atomic.Uint64 // statuses taken so far: what sent and ended count from
 	fresh            atomic.Bool
 	pending          atomic.Int64 // prompt tokens this process sent and has no answer to yet (prefill)
+	remote           atomic.Int64 // the same of the other data planes, as they last published it (pending_sync.go)
 }
 
 // observeStatusLocked takes a new status: the queue is known anew.
@@ -90,18 +91,25 @@ func (s *slot) admits(ongoing bool) bool {
 }
 
 // load is slot s's load for the choice among candidates (routing.
-// SecondChoice): its queue and batch, plus the prefill this process has
-// pending there in requests of meanPrompt tokens, over its queue limit
-// (proportional to capacity); +Inf when unknown, so that an engine with a
-// known load is preferred. The backtester's tablePicker.load is the same.
-func (s *slot) load(meanPrompt float64) float64 {
+// SecondChoice): its queue and batch, plus the prefill pending there in
+// requests of meanPrompt tokens, over its queue limit (proportional to
+// capacity); +Inf when unknown, so that an engine with a known load is
+// preferred. The pending prefill is this process's, and with shared also
+// the other data planes' (live.remote): the picker shares it while its
+// cluster sheds nothing (README.md, "Pending prefill"). The backtester's
+// tablePicker.load is the same.
+func (s *slot) load(meanPrompt float64, shared bool) float64 {
 	q, ok := s.eng.live.waitingSent()
 	if !ok || !(s.limit > 0) {
 		return math.Inf(1)
 	}
 	q += float64(s.eng.live.running.Load())
 	if meanPrompt > 0 {
-		q += float64(s.eng.live.pending.Load()) / meanPrompt
+		tok := s.eng.live.pending.Load()
+		if shared {
+			tok += s.eng.live.remote.Load()
+		}
+		q += float64(tok) / meanPrompt
 	}
 	return q / s.limit
 }

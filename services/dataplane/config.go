@@ -85,6 +85,10 @@ type Config struct {
 	// the cluster's in-flight requests goes to its next choice. +Inf turns
 	// the spill off.
 	SpillFactor float64
+	// PendingSync is how often this process publishes its pending
+	// prefill to the other data planes and takes theirs (pending_sync.go;
+	// needs Deps.NATS); 0 turns the sharing off.
+	PendingSync time.Duration
 	// ShedOrder is which new conversations a cluster's shed fraction
 	// refuses first: ShedLargest (default), those whose prompts are the
 	// largest of the cluster's recent new conversations (routing.Sizes:
@@ -182,6 +186,7 @@ func DefaultConfig() Config {
 		ProbeFailures:         2,
 		SpillFactor:           1.25,
 		ShedOrder:             ShedLargest,
+		PendingSync:           100 * time.Millisecond,
 		ConversationSlots:     1 << 20,
 		ConversationIdle:      30 * time.Minute,
 		DrainTimeout:          2 * time.Minute,
@@ -301,6 +306,8 @@ func (c Config) validateLimits() error {
 	switch {
 	case !(c.SpillFactor >= 1):
 		return fmt.Errorf("SpillFactor %v must be >= 1 (1+ε; +Inf turns the spill off)", c.SpillFactor)
+	case c.PendingSync < 0:
+		return fmt.Errorf("PendingSync %v must not be negative (0 turns the sharing off)", c.PendingSync)
 	case c.ShedOrder != ShedLargest && c.ShedOrder != ShedByKey:
 		return fmt.Errorf("ShedOrder %q must be %q or %q", c.ShedOrder, ShedLargest, ShedByKey)
 	case c.ConversationSlots < convoWays || c.ConversationSlots > 1<<26 || c.ConversationSlots&(c.ConversationSlots-1) != 0:

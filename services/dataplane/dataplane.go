@@ -72,6 +72,7 @@ type DataPlane struct {
 	// Guarded by mu: every state change.
 	mu        sync.Mutex
 	reg       *registry
+	pending   *pendingSync  // pending prefill shared with the other data planes (pending_sync.go)
 	needURL   bool          // engines without a URL are unavailable (some URL was configured)
 	updater   sched.Updater // working memory of the table updates of every swap
 	lastSweep time.Time
@@ -87,6 +88,7 @@ func New(cfg Config, deps Deps) (*DataPlane, error) {
 	d := &DataPlane{cfg: cfg, deps: deps, kick: make(chan struct{}, 1), clusters: map[string]*cluster{}}
 	d.setDefaults()
 	d.reg = newRegistry(cfg.EngineURLs, cfg.EngineCapacity)
+	d.pending = &pendingSync{source: newPendingSource(), peers: map[string]peerPending{}}
 	d.setEndpoints(cfg.EngineURLs)
 	d.cat.Store(newCatalog(cfg.EngineModels, cfg.EngineMaxContext, cfg.DefaultModel))
 	d.needURL = len(cfg.EngineURLs) > 0
@@ -185,6 +187,9 @@ func (d *DataPlane) Run(ctx context.Context) error {
 	}
 	if d.cfg.ProbeInterval > 0 {
 		g.Add("probes", d.runProbes)
+	}
+	if d.deps.NATS != nil && d.cfg.PendingSync > 0 {
+		g.Add("pending prefill sync", d.runPendingSync)
 	}
 	return g.Run(ctx) // errors name their part ("weights watch fe-a: ..."); callers name the data plane
 }

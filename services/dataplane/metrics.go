@@ -37,6 +37,7 @@ const (
 	metricStale        = "ilb_dataplane_snapshot_stale"
 	metricKeySource    = "ilb_dataplane_picks_by_key_source_total"
 	metricIneligible   = "ilb_dataplane_snapshot_ineligible_entries_total"
+	metricPendingSync  = "ilb_dataplane_pending_sync_messages_total"
 	instrumentationLib = "github.com/ilb-router/ilb/services/dataplane"
 )
 
@@ -45,6 +46,7 @@ type metrics struct {
 	publishSwap metric.Float64Histogram
 	ejections   metric.Int64Counter
 	signalsBad  metric.Int64Counter
+	pendingSync metric.Int64Counter
 	reg         metric.Registration
 	weights     metric.Registration
 }
@@ -74,6 +76,9 @@ func newMetrics(mp metric.MeterProvider, d *DataPlane) (*metrics, error) {
 	out.ejections, err = m.Int64Counter(metricEjections, metric.WithDescription("Outlier ejections, by engine and reason."))
 	add(err)
 	out.signalsBad, err = m.Int64Counter(metricSignalsBad, metric.WithDescription("Signal records that failed decoding."))
+	add(err)
+	out.pendingSync, err = m.Int64Counter(metricPendingSync,
+		metric.WithDescription("Pending-prefill messages between data planes, by result: published, taken, stale, bad."))
 	add(err)
 	obs.picks, err = m.Int64ObservableCounter(metricPicks, metric.WithDescription("Picks, by cluster and engine."))
 	add(err)

@@ -164,8 +164,12 @@ func (p *picker) pick(h uint64, ongoing bool, m memo, tr *tried) (choice, error)
 	if !p.stale {
 		// New conversations take the lightest of the candidates; ongoing
 		// ones leave their engine only for one under half its load.
-		mean := p.c.meanPrompt()
-		load := func(i int) float64 { return p.slots[i].load(mean) }
+		// The other data planes' pending prefill counts while the
+		// cluster sheds nothing: when the fleet is short, steering by
+		// everyone's backlog only moves the shortfall around (services/
+		// backtest README, "Pending prefill").
+		mean, shared := p.c.meanPrompt(), !(p.shed >= routing.MinShed)
+		load := func(i int) float64 { return p.slots[i].load(mean, shared) }
 		if ongoing {
 			idx = routing.Move(p.table, h, idx, p.slots[idx].eng.live.held(), closed, load)
 		} else {

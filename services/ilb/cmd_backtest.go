@@ -26,7 +26,7 @@ type backtestFlags struct {
 	requests, affinity, spread                    string
 	speed                                         float64
 	seed                                          uint64
-	duration                                      time.Duration
+	duration, pendingSync                         time.Duration
 	swings, fails                                 listFlag
 	skipBad, quiet                                bool
 	parallel                                      int
@@ -54,6 +54,9 @@ func cmdBacktest(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&f.spread, "spread", "auto", "spread requests that share a timestamp evenly up to the next one: auto (when at least\n"+
 		"half of the requests share theirs, as in Mooncake's 3 s stamps), on or off")
 	fs.DurationVar(&f.duration, "duration", 0, "replay only the requests arriving before this simulated time (0: all)")
+	fs.DurationVar(&f.pendingSync, "pending-sync", backtest.DefaultOptimizerConfig().PendingSync,
+		"optimizer: how old the other data planes' pending prefill is when a data plane compares engines by it\n"+
+			"(their --pending-sync interval plus delivery between regions); 0 shares nothing")
 	fs.Var(&f.swings, "swing", "demand swing cluster=NAME,factor=X,from=DUR,to=DUR (repeatable)")
 	fs.Var(&f.fails, "fail", "engine failure engine=NAME,at=DUR[,for=DUR] (repeatable)")
 	fs.StringVar(&f.affinity, "affinity-key", "conversation", "what requests are routed by: conversation (the trace's ids) or prompt\n"+
@@ -125,6 +128,10 @@ func (f *backtestFlags) load(e *env) (backtest.Config, *backtest.Trace, error) {
 	}
 	cfg.Fleet, cfg.Policies, cfg.Seed, cfg.Speed, cfg.Duration, cfg.Parallel = fleet, policies, f.seed, f.speed, f.duration, f.parallel
 	cfg.AffinityKey = f.affinity
+	if f.pendingSync < 0 {
+		return cfg, nil, badInput("--pending-sync %v: want a duration >= 0 (0 shares nothing)", f.pendingSync)
+	}
+	cfg.Optimizer.PendingSync = f.pendingSync
 	for _, s := range f.swings {
 		sw, err := backtest.ParseSwing(s)
 		if err != nil {

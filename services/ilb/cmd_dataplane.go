@@ -96,6 +96,8 @@ func parseDataplane(e *env, args []string) (dataplane.Config, *dataplaneFlags, e
 	fs.StringVar(&cfg.SignalsTopic, "signals-topic", cfg.SignalsTopic, "Kafka topic of engine status events")
 	fs.DurationVar(&cfg.StaleAfter, "stale-after", cfg.StaleAfter, "snapshot age past which the stale policy applies")
 	fs.Float64Var(&cfg.SpillFactor, "spill-factor", cfg.SpillFactor, "bounded-load factor 1+ε for new conversations")
+	fs.DurationVar(&cfg.PendingSync, "pending-sync", cfg.PendingSync,
+		"how often to share this process's pending prefill with the other data planes over NATS (subject "+schemas.SubjectPending+"), so that each compares engines by everyone's; 0 turns it off")
 	fs.StringVar(&cfg.ShedOrder, "shed-order", cfg.ShedOrder,
 		"which new conversations a shed fraction refuses first: largest (the longest prompts of the cluster's recent ones: most engine time freed a refusal) or key (by affinity-key hash, every length alike)")
 	fs.DurationVar(&cfg.ProbeInterval, "probe-interval", 0, "period of active health probes (GET URL/health); 0 turns them off")
