@@ -156,15 +156,14 @@ func checkOptimizer(t *testing.T, by map[string]*PolicyResult, b bounds) {
 var (
 	// Multi-region, mixed hardware: first, by 3-4 points.
 	multiRegion = bounds{beatAll: true, cacheRatio: 0.88, churn: true} // cache 0.895-0.96 of hash's on the stretches
-	// Multi-region, all h100: within 0.2 points of every peer (Dynamo is
-	// 0.16 points ahead on minutes 0-20, behind on the others and the
-	// hour); within half a point of the least-loaded and jsq-admission
-	// references, which see every engine's live load from every front end
-	// (-0.35 and -0.45 points on two stretches).
-	multiRegionH100 = bounds{beatAll: true, margin: 0.006, beatPeers: true, peerMargin: 0.002, cacheRatio: 0.9, churn: true}
-	// Headroom: within 0.05 points of least-loaded (-0.02 and -0.03 on
-	// two stretches; +0.1 on the hour), nothing shed.
-	headroom = bounds{headroom: true, margin: 0.0005, cacheRatio: 0.9, churn: true}
+	// Multi-region, all h100: first on every stretch since data planes
+	// share their pending prefill (0.9461, 0.9492, 0.9603 against the
+	// best other's 0.9404, 0.9473, 0.9457); it was up to 0.45 points
+	// behind the least-loaded and jsq-admission references before.
+	multiRegionH100 = bounds{beatAll: true, cacheRatio: 0.9, churn: true}
+	// Headroom: nothing shed, at least least-loaded's attainment (0.15-0.19
+	// points above it on the stretches).
+	headroom = bounds{headroom: true, cacheRatio: 0.9, churn: true}
 	// Overload: first, shedding no more than 1.2 × the reference. Weight
 	// churn is not held here: shedding moves with the demand estimate.
 	overload = bounds{beatAll: true, overload: true, cacheRatio: 0.9}
@@ -238,8 +237,8 @@ func TestAcceptanceHour(t *testing.T) {
 		mutate             func(*Config)
 	}{
 		{"multi-region", fleetShort, hour, bounds{beatAll: true, cacheRatio: 0.9, churn: true}, all},
-		// Known gap: 0.35 points below jsq-admission, above every peer.
-		{"multi-region h100", fleetShortH100, hour, bounds{beatAll: true, margin: 0.004, beatPeers: true, cacheRatio: 0.9, churn: true}, all},
+		// First by 0.06 points (jsq-admission), with pending prefill shared.
+		{"multi-region h100", fleetShortH100, hour, bounds{beatAll: true, cacheRatio: 0.9, churn: true}, all},
 		{"headroom", fleetHeadroom, hour, bounds{headroom: true, cacheRatio: 0.9, churn: true}, all},
 		{"overload", fleetOverload, hour, overload, all},
 		{"one region", fleetOneRegion, hour, bounds{beatPeers: true, peerMargin: 1, peerRatio: 0.97, cacheRatio: 0.9}, all},
