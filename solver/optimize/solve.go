@@ -63,14 +63,16 @@ func Solve(p *Problem, opt Options) (*Solution, error) {
 	if !ok {
 		return nil, p.Validate() // network_ms is bad: Validate says where
 	}
-	return solveModel(p, m, opt), nil
+	return solveModel(p, m, opt, &memory{}), nil
 }
 
 // solveModel solves p, whose model is m, with options opt that Validate
-// accepted: the part of Solve after the model is built, which Solver's
-// Resolve shares, so that both give the same solution bit for bit.
-func solveModel(p *Problem, m *model, opt Options) *Solution {
+// accepted, in working memory mem: the part of Solve after the model is
+// built, which Solver's Resolve shares, so that both give the same
+// solution bit for bit.
+func solveModel(p *Problem, m *model, opt Options, mem *memory) *Solution {
 	st := newState(m)
+	st.mem = mem
 	st.trace, st.keepCycling = opt.trace, opt.keepCycling
 	prev := warmStart(p, m, opt.Previous)
 	st.churn = opt.ChurnMs > 0 && prev != nil
@@ -215,8 +217,10 @@ const tiesGap = 1e-2
 // left as it was.
 func (st *state) tryTies(from *point) (certificate, bool) {
 	x := newTies(st.m, from.pi)
+	x.bids = st.mem.bids // capacity only: build writes every value it reads
 	x.tiesFrom(from)
 	ok := x.solve(tieMoves + tieMovesPerCluster*st.m.nc)
+	st.mem.bids = x.bids
 	st.tracef("ties closed: %v after %d moves (%d merges, %d splits, %d list builds, %d full moves)", ok, x.moves, x.merges, x.splits, x.rebuilds, x.fullMoves)
 	if !ok {
 		return certificate{}, false

@@ -31,6 +31,7 @@ type state struct {
 	trace       func(format string, a ...any)
 	keepCycling bool // see cycleWatch
 
+	mem        *memory // working memory kept between attempts and solves
 	cur, trial *point
 	arcs       []engineArc // scratch
 	slots      []int32     // scratch

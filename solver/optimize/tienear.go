@@ -19,7 +19,7 @@ type bidLists struct {
 	cEng   []int32
 	cNet   []float64 // network ms of cEng's arcs
 	fill   []int32   // scratch
-	on     []bool    // scratch: per cluster, bids
+	on     []float64 // scratch: per cluster, its price, or -Inf when it does not bid
 	bid    []float64 // scratch: one engine's bids
 }
 
@@ -36,30 +36,36 @@ func (bl *bidLists) build(m *model, pi []float64, active func(c int) bool) {
 	bl.eClu, bl.eNet = bl.eClu[:0], bl.eNet[:0]
 	bl.on = resize(bl.on, m.nc)
 	for c := range m.nc {
-		bl.on[c] = active(c)
+		// A cluster that does not bid bids -Inf for every engine (its
+		// network times are finite).
+		bl.on[c] = math.Inf(-1)
+		if active(c) {
+			bl.on[c] = pi[c]
+		}
 	}
 	for e := range m.ne {
 		lo, hi := m.eStart[e], m.eStart[e+1]
 		bids := resize(bl.bid, int(hi-lo))
 		bl.bid = bids
 		top := math.Inf(-1)
+		nets := m.slotNet[lo:hi]
 		for i, c := range m.slotClu[lo:hi] {
-			v := math.Inf(-1)
-			if bl.on[c] {
-				v = pi[c] - m.slotNet[lo+int32(i)]
-			}
+			v := bl.on[c] - nets[i]
 			bids[i] = v
 			if v > top { // (not max: no NaN or signed zero to order here)
 				top = v
 			}
 		}
-		floor := top - bl.margin
-		for i, v := range bids {
-			// -Inf ≥ -Inf: an engine no active cluster reaches lists none.
-			if v >= floor && !math.IsInf(v, -1) {
-				k := lo + int32(i)
-				bl.eClu = append(bl.eClu, m.slotClu[k])
-				bl.eNet = append(bl.eNet, m.slotNet[k])
+		// An engine no active cluster reaches (top -Inf) lists none;
+		// otherwise the floor is finite and leaves out every -Inf.
+		if !math.IsInf(top, -1) {
+			floor := top - bl.margin
+			for i, v := range bids {
+				if v >= floor {
+					k := lo + int32(i)
+					bl.eClu = append(bl.eClu, m.slotClu[k])
+					bl.eNet = append(bl.eNet, m.slotNet[k])
+				}
 			}
 		}
 		bl.eStart = append(bl.eStart, int32(len(bl.eClu)))
