@@ -36,6 +36,11 @@ type moveResult struct {
 // in the order the members' lists first name them. It leaves out the
 // engines the tree cannot reach in a move of at most room (farOff); the
 // move, its kinks and the owners it updates are the same without them.
+//
+// The tree's best bid for an engine, and the first member (lowest index)
+// making it, come from the members' lists, which hold the same arcs as
+// the engine's; the best outside bid then needs one comparison per
+// bidder (bidsFor).
 func (x *ties) candidates(members []int32, room float64) {
 	x.cand = x.cand[:0]
 	x.stampN++
@@ -46,14 +51,21 @@ func (x *ties) candidates(members []int32, room float64) {
 			v := x.pi[c] - nets[i]
 			if x.stamp[e] != x.stampN {
 				x.stamp[e] = x.stampN
-				x.treeBid[e] = v
+				x.treeBid[e], x.treeClu[e], x.treeNet[e] = v, c, nets[i]
 				order = append(order, e)
 			} else if v > x.treeBid[e] {
-				x.treeBid[e] = v
+				x.treeBid[e], x.treeClu[e], x.treeNet[e] = v, c, nets[i]
 			}
 		}
 	}
 	x.order = order
+	x.outPi = resize(x.outPi, x.m.nc)
+	for c, p := range x.pi {
+		x.outPi[c] = p
+		if x.inS[c] {
+			x.outPi[c] = math.Inf(-1)
+		}
+	}
 	for _, e := range order {
 		if !x.farOff(e, x.treeBid[e], room) {
 			x.cand = append(x.cand, x.bidsFor(e))
@@ -112,17 +124,15 @@ func (x *ties) candidatesFull(members []int32) {
 	}
 }
 
-// bidsFor is engine e's best bids from the moving tree and from others.
+// bidsFor is engine e's best bids from the moving tree (gathered by
+// candidates) and from others: the first bidder (lowest index) making the
+// best bid among those outside the tree, whose outPi is their price (the
+// members' is -Inf, which never wins).
 func (x *ties) bidsFor(e int32) moveEngine {
-	me := moveEngine{e: e, c: -1, oc: -1, b: math.Inf(-1), o: math.Inf(-1), l: x.load[e]}
+	me := moveEngine{e: e, c: x.treeClu[e], oc: -1, b: x.treeBid[e], o: math.Inf(-1), bn: x.treeNet[e], l: x.load[e]}
 	clu, net := x.bids.bidders(e)
 	for i, c := range clu {
-		v := x.pi[c] - net[i]
-		if x.inS[c] {
-			if v > me.b {
-				me.b, me.c, me.bn = v, c, net[i]
-			}
-		} else if v > me.o {
+		if v := x.outPi[c] - net[i]; v > me.o {
 			me.o, me.oc, me.on = v, c, net[i]
 		}
 	}

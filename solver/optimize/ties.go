@@ -60,7 +60,10 @@ type ties struct {
 	stampN  int32
 	cand    []moveEngine
 	order   []int32   // candidates: engines in the order the members name them
-	treeBid []float64 // candidates: per engine, the moving tree's best bid
+	treeBid []float64 // candidates: per engine, the moving tree's best bid,
+	treeClu []int32   // the first member making it,
+	treeNet []float64 // and its network ms
+	outPi   []float64 // candidates: per cluster, its price outside the tree, -Inf inside
 	kinks   []kink
 	fr      forest
 	snapFr  forest    // snap's layout (fr is splitNegative's)
@@ -84,7 +87,8 @@ func newTies(m *model, pi []float64) *ties {
 		bid: make([]float64, m.ne), owner: make([]int32, m.ne), ownNet: make([]float64, m.ne), load: make([]float64, m.ne),
 		ties: make([]int32, m.ne), tieClu: make([]int32, m.ne), label: make([]int32, m.nc),
 		ground: make([]bool, m.nc), ownL: make([]float64, m.nc), queued: make([]bool, m.nc),
-		inS: make([]bool, m.nc), stamp: make([]int32, m.ne), treeBid: make([]float64, m.ne)}
+		inS: make([]bool, m.nc), stamp: make([]int32, m.ne), treeBid: make([]float64, m.ne),
+		treeClu: make([]int32, m.ne), treeNet: make([]float64, m.ne)}
 	for c := range m.nc {
 		x.label[c] = int32(c)
 	}
