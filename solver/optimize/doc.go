@@ -6,7 +6,9 @@
 // certificate. The problem and its JSON form are DESIGN.md's `ilb solve`
 // contract; [Solve] is a pure function (no I/O, clock, globals or logging)
 // and deterministic: the same problem and options give a bit-identical
-// [Solution].
+// [Solution]. A [Solver] keeps the model between the solves of a running
+// optimizer (its Resolve reads only the values that change, not the
+// network times and eligibility) and gives Solve's solutions bit for bit.
 //
 // # The problem
 //
