@@ -2,7 +2,10 @@ package dataplane
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"net/http"
 	"strings"
 	"sync"
@@ -157,5 +160,56 @@ func TestPendingSyncValidated(t *testing.T) {
 	cfg.PendingSync = -time.Second
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "PendingSync") {
 		t.Fatalf("Validate() = %v, want an error naming PendingSync", err)
+	}
+}
+
+// TestPickAvoidsOthersPrefill: a new conversation avoids the engine where
+// other data planes have prefill pending (live.remote), unless its
+// cluster sheds, when only this process's own view counts.
+func TestPickAvoidsOthersPrefill(t *testing.T) {
+	clk := newClock(t0)
+	d := newDP(t, testConfig("fe-a"), Deps{Now: clk.Now})
+	s := snap("fe-a", 1, map[string]float64{"eng-a": 0.5, "eng-b": 0.5})
+	s.QueueLimits = map[string]float64{"eng-a": 10, "eng-b": 10}
+	mustSet(t, d, s)
+	for _, e := range []string{"eng-a", "eng-b"} {
+		d.ObserveStatus(schemas.EngineStatus{Engine: e, TimeUnixNano: 1, Health: schemas.HealthHealthy, ReadyReplicas: 1, TotalReplicas: 1})
+	}
+	c, _ := d.cluster("fe-a")
+	c.observePrompt(1000)
+	liveOf(d, "eng-a").remote.Store(50_000) // fifty mean prompts other front ends sent
+	share := func(prefix string) float64 {
+		onA, n := 0, 400
+		for i := range n {
+			if pickName(t, d, "fe-a", prefix+strconv.Itoa(i)) == "eng-a" {
+				onA++
+			}
+		}
+		return float64(onA) / float64(n)
+	}
+	// Of four candidates drawn from a 50/50 table, all four are eng-a
+	// for 1/16 of the keys.
+	if got := share("new-"); got > 0.1 {
+		t.Errorf("%.3f of new conversations went to the engine with others' prefill pending, want about 1/16", got)
+	}
+	shedding := snap("fe-a", 2, map[string]float64{"eng-a": 0.45, "eng-b": 0.45})
+	shedding.ShedFraction, shedding.QueueLimits = 0.1, s.QueueLimits
+	mustSet(t, d, shedding)
+	c.newShare.Store(math.Float64bits(1))
+	onA, kept := 0, 0
+	for i := range 400 {
+		name, err := tryPick(d, "fe-a", "shedding-"+strconv.Itoa(i))
+		if errors.Is(err, ErrShed) {
+			continue
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		kept++
+		if name == "eng-a" {
+			onA++
+		}
+	}
+	if got := float64(onA) / float64(kept); got < 0.3 {
+		t.Errorf("while shedding, %.3f of new conversations went to eng-a: the others' prefill still counted", got)
 	}
 }
