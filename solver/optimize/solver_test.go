@@ -85,13 +85,14 @@ func resolveSteps(t *testing.T, name string, p *Problem, rng *rand.Rand) {
 }
 
 // TestSolverIsSolve: Resolve gives Solve's solution bit for bit on the
-// 100x1000 benchmark fleets (slack, overloaded, eligibility holes, both)
-// and on random fleets, through demand, profile, capacity and churn
-// changes, with shedding active and idle clusters.
+// 100x1000 benchmark fleets (slack, overloaded, eligibility holes, both;
+// 30x200 in short mode and under the race detector, where 100x1000 takes
+// a minute and a half) and on random fleets, through demand, profile,
+// capacity and churn changes, with shedding active and idle clusters.
 func TestSolverIsSolve(t *testing.T) {
 	regimes := []regime{regimeSlack, regimeOverloaded, regimeEligible, regimeBoth}
 	size := [2]int{100, 1000}
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		size = [2]int{30, 200}
 	}
 	for i, r := range regimes {
