@@ -129,12 +129,23 @@ func checkCluster(p *optimize.Problem, sol *optimize.Solution, cluster string) e
 		return fmt.Errorf("shed fraction %v", shed)
 	}
 	sum := shed
+	elig := p.Eligible[cluster]
+	// BuildProblem lists them sorted (its engines are): then a weight's
+	// engine is found by binary search, not by reading up to 1,000 names.
+	sorted := slices.IsSorted(elig)
+	may := func(e string) bool {
+		if sorted {
+			_, ok := slices.BinarySearch(elig, e)
+			return ok
+		}
+		return slices.Contains(elig, e)
+	}
 	for _, e := range sortedKeys(w) {
 		v := w[e]
 		if !isFinite(v) || v < 0 || v > 1 {
 			return fmt.Errorf("engine %s: weight %v", e, v)
 		}
-		if v > 0 && !slices.Contains(p.Eligible[cluster], e) {
+		if v > 0 && !may(e) {
 			return fmt.Errorf("engine %s: weight %v on an engine it may not use", e, v)
 		}
 		sum += v

@@ -73,6 +73,17 @@ func TestCheckSolution(t *testing.T) {
 	if err := CheckSolution(p, nil); !errors.Is(err, ErrRejected) {
 		t.Errorf("no solution: %v", err)
 	}
+	// An eligible list out of order (not BuildProblem's) is searched
+	// name by name: the same answers.
+	p.Eligible["a"] = []string{"y", "x"}
+	if err := CheckSolution(p, good()); err != nil {
+		t.Fatalf("unsorted eligible: a good solution is rejected: %v", err)
+	}
+	s := good()
+	s.Weights["a"]["z"], s.Weights["a"]["x"] = 0.1, 0.5
+	if err := CheckSolution(p, s); !errors.Is(err, ErrRejected) {
+		t.Errorf("unsorted eligible, ineligible engine: %v, want ErrRejected", err)
+	}
 }
 
 func TestNormalizeAndChange(t *testing.T) {
