@@ -135,3 +135,32 @@ func TestSizesConcurrent(t *testing.T) {
 		t.Errorf("%d observed, want 8000", s.next.Load())
 	}
 }
+
+// BenchmarkSizes: what shedding the largest first adds to a new
+// conversation's pick: Observe always, Largest while the cluster sheds
+// (a scan of the SizesLen remembered lengths).
+func BenchmarkSizes(b *testing.B) {
+	var s Sizes
+	rng := rand.New(rand.NewPCG(3, 4))
+	toks := make([]int, 1024)
+	for i := range toks {
+		toks[i] = int(math.Exp(8 + 1.2*rng.NormFloat64()))
+		s.Observe(toks[i])
+	}
+	b.Run("observe", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			s.Observe(toks[i&1023])
+		}
+	})
+	b.Run("largest", func(b *testing.B) {
+		b.ReportAllocs()
+		shed := 0
+		for i := 0; b.Loop(); i++ {
+			if s.Largest(toks[i&1023], uint64(i)*0x9e3779b97f4a7c15, 0.1) {
+				shed++
+			}
+		}
+		b.ReportMetric(float64(shed)/float64(b.N), "shed/op")
+	})
+}
