@@ -53,6 +53,16 @@ func (o Options) Validate() error {
 // KKT residual. It is deterministic: the same problem and options give a
 // bit-identical solution. SolveMs is left for the caller to fill.
 func Solve(p *Problem, opt Options) (*Solution, error) {
+	m, err := checkAndBuild(p, opt)
+	if err != nil {
+		return nil, err
+	}
+	return solveModel(p, m, opt, &memory{}), nil
+}
+
+// checkAndBuild validates p and opt and builds p's model (Solve and
+// Solver.Solve).
+func checkAndBuild(p *Problem, opt Options) (*model, error) {
 	if err := p.validateAllButNetwork(); err != nil {
 		return nil, p.Validate()
 	}
@@ -63,7 +73,7 @@ func Solve(p *Problem, opt Options) (*Solution, error) {
 	if !ok {
 		return nil, p.Validate() // network_ms is bad: Validate says where
 	}
-	return solveModel(p, m, opt, &memory{}), nil
+	return m, nil
 }
 
 // solveModel solves p, whose model is m, with options opt that Validate

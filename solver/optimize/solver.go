@@ -31,15 +31,9 @@ type memory struct {
 // Solve solves p as the package's Solve does, building the model from all
 // of p, and keeps the model for Resolve.
 func (s *Solver) Solve(p *Problem, opt Options) (*Solution, error) {
-	if err := p.validateAllButNetwork(); err != nil {
-		return nil, p.Validate()
-	}
-	if err := opt.Validate(); err != nil {
+	m, err := checkAndBuild(p, opt)
+	if err != nil {
 		return nil, err
-	}
-	m, ok := buildModel(p)
-	if !ok {
-		return nil, p.Validate()
 	}
 	s.keep(p, m)
 	return solveModel(p, m, opt, &s.mem), nil
