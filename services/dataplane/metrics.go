@@ -38,6 +38,7 @@ const (
 	metricKeySource    = "ilb_dataplane_picks_by_key_source_total"
 	metricIneligible   = "ilb_dataplane_snapshot_ineligible_entries_total"
 	metricPendingSync  = "ilb_dataplane_pending_sync_messages_total"
+	metricPendingPeers = "ilb_dataplane_pending_sync_peers"
 	instrumentationLib = "github.com/ilb-router/ilb/services/dataplane"
 )
 
@@ -54,7 +55,7 @@ type metrics struct {
 // observables are the asynchronous instruments the callback reports.
 type observables struct {
 	picks, fallbacks, retries, denied, unreplayable, shed, refused, requests, throttled, keySource, ineligible metric.Int64ObservableCounter
-	version, inflight, available, stale                                                                        metric.Int64ObservableGauge
+	version, inflight, available, stale, peers                                                                 metric.Int64ObservableGauge
 	age                                                                                                        metric.Float64ObservableGauge
 }
 
@@ -116,6 +117,9 @@ func newMetrics(mp metric.MeterProvider, d *DataPlane) (*metrics, error) {
 	add(err)
 	obs.available, err = m.Int64ObservableGauge(metricAvailable, metric.WithDescription("1 when the engine takes requests, by cluster and engine."))
 	add(err)
+	obs.peers, err = m.Int64ObservableGauge(metricPendingPeers,
+		metric.WithDescription("Other data plane processes whose pending prefill counts now (--pending-sync)."))
+	add(err)
 	for _, e := range errs {
 		if e != nil {
 			return nil, fmt.Errorf("dataplane: metrics: %w", e)
@@ -125,7 +129,7 @@ func newMetrics(mp metric.MeterProvider, d *DataPlane) (*metrics, error) {
 		d.observe(o, &obs)
 		return nil
 	}, obs.picks, obs.fallbacks, obs.retries, obs.denied, obs.unreplayable, obs.shed, obs.refused, obs.requests, obs.throttled, obs.keySource,
-		obs.ineligible, obs.version, obs.age, obs.stale, obs.inflight, obs.available)
+		obs.ineligible, obs.version, obs.age, obs.stale, obs.inflight, obs.available, obs.peers)
 	if err != nil {
 		return nil, fmt.Errorf("dataplane: metrics: %w", err)
 	}
@@ -139,6 +143,7 @@ func newMetrics(mp metric.MeterProvider, d *DataPlane) (*metrics, error) {
 // the cells, never on the request path.
 func (d *DataPlane) observe(o metric.Observer, obs *observables) {
 	now := d.now()
+	o.ObserveInt64(obs.peers, int64(d.peerCount()))
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, c := range d.order {

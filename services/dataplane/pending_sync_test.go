@@ -60,7 +60,7 @@ func TestPendingSyncSharesPrefill(t *testing.T) {
 	url := streamstest.NATS(t)
 	eng := newEngine(t, "eng-a")
 	a, stopA, _ := syncedDP(t, url, "fe-a", eng)
-	b, _, _ := syncedDP(t, url, "fe-b", eng)
+	b, _, bMetrics := syncedDP(t, url, "fe-b", eng)
 
 	eng.delay.Store(int64(800 * time.Millisecond)) // the answer's headers wait
 	done := make(chan int, 1)
@@ -75,6 +75,9 @@ func TestPendingSyncSharesPrefill(t *testing.T) {
 	waitFor(t, 2*time.Second, "b sees a's pending prefill", func() bool { return remote.remote.Load() == want })
 	if got := liveOf(a, "eng-a").remote.Load(); got != 0 {
 		t.Errorf("a counts its own pending prefill as another's: %d", got)
+	}
+	if got := metricValue(t, bMetrics, metricPendingPeers, nil); got != 1 {
+		t.Errorf("%s = %v in b, want 1 (a)", metricPendingPeers, got)
 	}
 	if code := <-done; code != 200 {
 		t.Fatalf("request: %d", code)
