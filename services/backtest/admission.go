@@ -145,7 +145,10 @@ func (p *tablePicker) othersPending(c, e int) int64 {
 	ne := len(p.s.fi.engines)
 	if p.syncView == nil || p.s.now-p.syncAt >= int64(p.syncLag) {
 		p.syncView = append(p.syncView[:0], p.pendTok...)
-		p.syncTotal = append(p.syncTotal[:0], make([]int64, ne)...)
+		if p.syncTotal == nil {
+			p.syncTotal = make([]int64, ne)
+		}
+		clear(p.syncTotal)
 		for k, tok := range p.syncView {
 			p.syncTotal[k%ne] += tok
 		}
