@@ -31,6 +31,7 @@ func TestBinary(t *testing.T) {
 	t.Run("FaultAggregatorRebalance", func(t *testing.T) { faultAggregatorRebalance(t, bin) })
 	t.Run("Prometheus", func(t *testing.T) { prometheusScrape(t, bin) })
 	t.Run("LiveFleet", func(t *testing.T) { liveFleet(t, bin) })
+	t.Run("PendingSync", func(t *testing.T) { pendingSyncProcesses(t, bin) })
 }
 
 // faultProcesses is the acceptance run, done as a new user would do it by hand (deploy/README.md,

@@ -170,8 +170,9 @@ func (l *chatLoop) counts() (sent, failed int) {
 
 func (l *chatLoop) stop() { l.once.Do(func() { l.cancel(); <-l.done }) }
 
-// metricSum sums the samples of name whose labels contain match, from a
-// service's /metrics; 0 when unreachable.
+// metricSum sums the samples of name whose labels contain match (any
+// sample, labelled or not, for ""), from a service's /metrics; 0 when
+// unreachable.
 func metricSum(c *http.Client, base, name, match string) float64 {
 	resp, err := c.Get(base + "/metrics")
 	if err != nil {
@@ -179,7 +180,7 @@ func metricSum(c *http.Client, base, name, match string) float64 {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `\{([^}]*)\} (\S+)$`)
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `(?:\{([^}]*)\})? (\S+)$`)
 	sum := 0.0
 	for _, m := range re.FindAllStringSubmatch(string(b), -1) {
 		if strings.Contains(m[1], match) {
