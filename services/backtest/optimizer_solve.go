@@ -85,7 +85,7 @@ func (p *optimizerPolicy) change(s *sim, weights map[string]map[string]float64, 
 // shape) derated by its latest status, network times and eligibility
 // from the fleet file, and the observed mean answer length.
 func (p *optimizerPolicy) problem(s *sim) (*optimize.Problem, error) {
-	sh := p.shape.get()
+	sh := p.shape.Get()
 	derate := routing.Derate(p.cfg.Derate, s.fi.f, p.last, p.newestEnd)
 	engines := make([]optimize.Engine, len(s.fi.engines))
 	for e, name := range s.fi.engines {

@@ -207,11 +207,7 @@ func (p *tablePicker) pick(s *sim, i int) int {
 		p.fresh[p.ring][c]++
 	}
 	t := p.tables[c]
-	shed := t == nil || routing.Shed(h, p.shed[c], p.newShare[c], ongoing, &p.sizes[c], int(s.w.prompt[i]))
-	if !ongoing {
-		p.sizes[c].Observe(int(s.w.prompt[i]))
-	}
-	if shed {
+	if routing.ShedNoting(h, p.shed[c], p.newShare[c], ongoing, &p.sizes[c], int(s.w.prompt[i])) || t == nil {
 		return pickShed
 	}
 	p.c, p.s = c, s

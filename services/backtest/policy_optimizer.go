@@ -163,7 +163,7 @@ func newOptimizerPolicy(s *sim) (*optimizerPolicy, error) {
 	p.syncLag = p.cfg.PendingSync
 	caps := make([]float64, ne)
 	for e, pr := range s.fi.params {
-		caps[e] = prior.Profile(s.fi.engines[e], pr, p.shape.get()).CapacityRps
+		caps[e] = prior.Profile(s.fi.engines[e], pr, p.shape.Get()).CapacityRps
 	}
 	p.prior = routing.PriorDemand(s.fi.f, s.fi.rows, caps, p.cfg.InitialLoad)
 	if err := p.solve(s); err != nil {
@@ -182,7 +182,7 @@ func (p *optimizerPolicy) control(s *sim) {
 	for _, w := range wins {
 		p.observe(s, w)
 	}
-	p.shape.roll()
+	p.shape.Roll()
 	if p.ticks%p.cfg.FitEvery == 0 {
 		p.refit(s)
 	}

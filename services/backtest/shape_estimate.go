@@ -23,8 +23,3 @@ func (se *shapeEstimate) observe(d *engine.Done) {
 	u := float64(d.PromptTokens - d.CachedTokens)
 	se.Observe(1, float64(d.PromptTokens), float64(d.CachedTokens), float64(d.OutputTokens), u*u)
 }
-
-// roll folds the completions since the last call into the estimate.
-func (se *shapeEstimate) roll() { se.Roll() }
-
-func (se *shapeEstimate) get() prior.Shape { return se.Get() }

@@ -11,14 +11,14 @@ import (
 	"github.com/ilb-router/ilb/schemas"
 )
 
-// Config is everything a DataPlane needs to know that is not a live
-// dependency. Build it with DefaultConfig and change what differs.
 // The shed orders of Config.ShedOrder.
 const (
 	ShedLargest = "largest"
 	ShedByKey   = "key"
 )
 
+// Config is everything a DataPlane needs to know that is not a live
+// dependency. Build it with DefaultConfig and change what differs.
 type Config struct {
 	// Clusters are the front-end clusters this process serves. With one,
 	// it is the default cluster of requests that name none.

@@ -93,29 +93,14 @@ func (d *DataPlane) runPendingSync(ctx context.Context) error {
 			return ctx.Err()
 		case <-t.C:
 			now := d.now()
-			own := d.ownPending()
+			own := d.exchangePending(now)
 			if !maps.Equal(own, ps.last) || now.Sub(ps.lastPub) >= pendingHeartbeat {
 				if d.publishPending(own, now) {
 					ps.last, ps.lastPub = own, now
 				}
 			}
-			d.applyPeers(now)
 		}
 	}
-}
-
-// ownPending is this process's pending prompt tokens by engine (engines
-// with none left out).
-func (d *DataPlane) ownPending() map[string]int64 {
-	out := map[string]int64{}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for name, e := range d.reg.byName {
-		if tok := e.live.pending.Load(); tok > 0 {
-			out[name] = tok
-		}
-	}
-	return out
 }
 
 // publishPending sends one message; a failure is logged and the next
@@ -164,10 +149,12 @@ func (d *DataPlane) takePending(data []byte) {
 	}
 }
 
-// applyPeers forgets peers silent for pendingTTL and sets every known
-// engine's live.remote to the sum of the others' figures for it. Names
-// this process does not route to are ignored, never registered.
-func (d *DataPlane) applyPeers(now time.Time) {
+// exchangePending forgets peers silent for pendingTTL, sets every known
+// engine's live.remote to the sum of the others' figures for it, and
+// returns this process's own pending prompt tokens by engine (engines
+// with none left out), in one pass over the engines. Names this process
+// does not route to are ignored, never registered.
+func (d *DataPlane) exchangePending(now time.Time) map[string]int64 {
 	ps := d.pending
 	ttl := pendingTTL(d.cfg.PendingSync)
 	sum := map[string]int64{}
@@ -182,11 +169,16 @@ func (d *DataPlane) applyPeers(now time.Time) {
 		}
 	}
 	ps.mu.Unlock()
+	own := map[string]int64{}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for name, e := range d.reg.byName {
 		e.live.remote.Store(sum[name])
+		if tok := e.live.pending.Load(); tok > 0 {
+			own[name] = tok
+		}
 	}
+	return own
 }
 
 // peerCount is how many other processes' figures count now.

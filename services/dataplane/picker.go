@@ -247,9 +247,14 @@ func mix64(z uint64) uint64 {
 }
 
 // shedKey reports whether the request with hash h and a prompt of tokens
-// (estimated; 0 unknown) is shed: routing.Shed, new conversations first,
-// the largest of them first unless sizes is nil, the rule the backtester
-// runs too. Stale pickers shed nothing (README.md, Staleness).
+// (estimated; 0 unknown) is shed: routing.ShedNoting, new conversations
+// first, the largest of them first unless sizes is nil, the rule the
+// backtester runs too. Stale pickers shed nothing (README.md, Staleness);
+// new conversations' prompts are remembered either way.
 func (p *picker) shedKey(h uint64, ongoing bool, newShare float64, sizes *routing.Sizes, tokens int) bool {
-	return !p.stale && routing.Shed(h, p.shed, newShare, ongoing, sizes, tokens)
+	f := p.shed
+	if p.stale {
+		f = 0
+	}
+	return routing.ShedNoting(h, f, newShare, ongoing, sizes, tokens)
 }

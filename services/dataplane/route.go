@@ -34,11 +34,7 @@ func (d *DataPlane) decideIn(c *cluster, p *picker, h uint64, first bool, tokens
 	if !ongoing {
 		c.mix.b.Add(1)
 	}
-	shed := p.shedKey(h, ongoing, c.newConversationShare(), c.sizes, tokens)
-	if !ongoing && c.sizes != nil {
-		c.sizes.Observe(tokens)
-	}
-	if shed {
+	if p.shedKey(h, ongoing, c.newConversationShare(), c.sizes, tokens) {
 		c.shed.Add(1)
 		return choice{}, ongoing, ErrShed
 	}

@@ -23,6 +23,18 @@ type Sizes struct {
 	ring [SizesLen]atomic.Int32
 }
 
+// ShedNoting is Shed, and then, for a new conversation, remembers its
+// prompt in sizes (nil: shedding by key, nothing to remember): a prompt
+// is ranked among those before it, itself included once. The data plane
+// and the backtester shed through it.
+func ShedNoting(h uint64, f, newShare float64, ongoing bool, sizes *Sizes, tokens int) bool {
+	shed := Shed(h, f, newShare, ongoing, sizes, tokens)
+	if !ongoing && sizes != nil {
+		sizes.Observe(tokens)
+	}
+	return shed
+}
+
 // Observe remembers a new conversation's prompt of tokens tokens;
 // unknown (≤ 0) lengths are not remembered.
 func (s *Sizes) Observe(tokens int) {
@@ -30,7 +42,7 @@ func (s *Sizes) Observe(tokens int) {
 		return
 	}
 	i := s.next.Add(1) - 1
-	s.ring[i%SizesLen].Store(int32(min(tokens, 1<<31-1)))
+	s.ring[i%SizesLen].Store(tokens32(tokens))
 }
 
 // Largest reports whether a new conversation whose key hashes to h and
@@ -51,7 +63,7 @@ func (s *Sizes) Largest(tokens int, h uint64, r float64) bool {
 	if n == 0 {
 		return sched.ShedKey(h, r)
 	}
-	t := int32(min(tokens, 1<<31-1))
+	t := tokens32(tokens)
 	larger, equal := 0, 1 // itself
 	for i := range n {
 		switch x := s.ring[i].Load(); {
@@ -67,3 +79,6 @@ func (s *Sizes) Largest(tokens int, h uint64, r float64) bool {
 	}
 	return sched.ShedKey(h, (quota-float64(larger))/float64(equal))
 }
+
+// tokens32 is a positive token count as the ring stores it.
+func tokens32(tokens int) int32 { return int32(min(tokens, 1<<31-1)) }
