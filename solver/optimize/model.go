@@ -43,14 +43,13 @@ func buildModel(p *Problem) (*model, bool) {
 	m := &model{
 		nc: len(p.Clusters), ne: len(p.Engines),
 		demand:   make([]float64, len(p.Clusters)),
-		penalty:  p.ShedPenaltyMs,
 		eng:      make([]engineCost, len(p.Engines)),
 		arcStart: make([]int32, len(p.Clusters)+1),
 	}
+	m.setValues(p)
 	engIndex := make(map[string]int32, m.ne)
 	for i, e := range p.Engines {
 		engIndex[e.Name] = int32(i)
-		m.eng[i] = newEngineCost(e, p.MeanOutputTokens, p.MaxUtilization)
 	}
 	arcs := 0
 	for _, cl := range p.Clusters {
@@ -71,8 +70,6 @@ func buildModel(p *Problem) (*model, bool) {
 		if _, ok := p.NetworkMs[cl.Name]; ok {
 			rows++
 		}
-		m.demand[c] = cl.DemandRps
-		m.total += cl.DemandRps
 		elig, restricted := p.Eligible[cl.Name]
 		for _, name := range elig {
 			allowed[engIndex[name]] = true
@@ -115,10 +112,30 @@ func buildModel(p *Problem) (*model, bool) {
 		return nil, false // a row for a cluster the problem does not have
 	}
 	m.groupByEngine()
+	m.setPenalty(p)
+	return m, true
+}
+
+// setValues sets the model's demand and engine costs from p (buildModel,
+// and Solver.update for a problem of the same routes).
+func (m *model) setValues(p *Problem) {
+	m.total = 0
+	for c, cl := range p.Clusters {
+		m.demand[c] = cl.DemandRps
+		m.total += cl.DemandRps
+	}
+	for i, e := range p.Engines {
+		m.eng[i] = newEngineCost(e, p.MeanOutputTokens, p.MaxUtilization)
+	}
+}
+
+// setPenalty sets the shed penalty from p, automatic when p's is 0: after
+// the routes, which the automatic one reads.
+func (m *model) setPenalty(p *Problem) {
+	m.penalty = p.ShedPenaltyMs
 	if m.penalty == 0 {
 		m.penalty = m.autoPenalty()
 	}
-	return m, true
 }
 
 // groupByEngine fills the slot arrays by a counting sort on engine.

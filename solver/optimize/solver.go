@@ -121,17 +121,6 @@ func (s *Solver) canUpdate(p *Problem) bool {
 // update sets the model's demand, engine costs and shed penalty from p,
 // which canUpdate accepted, exactly as buildModel computes them.
 func (s *Solver) update(p *Problem) {
-	m := s.m
-	m.total = 0
-	for c, cl := range p.Clusters {
-		m.demand[c] = cl.DemandRps
-		m.total += cl.DemandRps
-	}
-	for i, e := range p.Engines {
-		m.eng[i] = newEngineCost(e, p.MeanOutputTokens, p.MaxUtilization)
-	}
-	m.penalty = p.ShedPenaltyMs
-	if m.penalty == 0 {
-		m.penalty = m.autoPenalty()
-	}
+	s.m.setValues(p)
+	s.m.setPenalty(p)
 }

@@ -82,10 +82,8 @@ func layOut(names []string, counts []int, slots int) *Table {
 // DefaultSlots when there is no previous table: what a data plane does with
 // a snapshot that carries weights but no table.
 func Rebalance(prev *Table, engines []string, weights []float64) (*Table, error) {
-	if prev == nil || prev.n == 0 {
-		return Build(engines, weights, DefaultSlots)
-	}
-	return prev.Update(engines, weights)
+	u := Updater{once: true}
+	return u.Rebalance(prev, engines, weights)
 }
 
 func checkSlots(slots int) error {
