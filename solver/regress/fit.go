@@ -107,7 +107,14 @@ type data struct {
 	// weighted mean TTFT, its spread about it): fitLine's, computed once
 	// in the same order, so every capacity's fit is bit for bit the same.
 	ttftSums lineSums
+	// groups pool the points by load, when there are few enough loads
+	// for that to pay (groupLoads); of is nil otherwise.
+	groups groups
 }
+
+// maxGroupShare: the points are grouped by load when there are at most
+// 1/maxGroupShare as many loads as points.
+const maxGroupShare = 4
 
 func prepare(points []Point, cfg Config) (*data, error) {
 	if err := cfg.Validate(); err != nil {
@@ -133,6 +140,9 @@ func prepare(points []Point, cfg Config) (*data, error) {
 		d.minLoad, d.maxLoad = min(d.minLoad, p.LoadRPS), max(d.maxLoad, p.LoadRPS)
 	}
 	d.ttftSums = ySums(d.ttft, d.w)
+	if g := groupLoads(d.load, d.ttft, d.w, d.ttftSums.my); len(g.load) <= n/maxGroupShare {
+		d.groups = g
+	}
 	// The capacity exceeds every load, so a spread below MinLoadSpread of
 	// the largest load is too narrow whatever the fit.
 	if !(d.maxLoad > d.minLoad) || (d.maxLoad-d.minLoad)/d.maxLoad < cfg.MinLoadSpread {
@@ -175,6 +185,15 @@ func (d *data) profile(c float64, cfg Config) Profile {
 // that sums it, and the sums of TTFT alone are d.ttftSums.
 func (d *data) ttftLine(c float64) line {
 	mx := 0.0
+	if g := &d.groups; g.of != nil {
+		g.regressor(c)
+		for i, k := range g.of {
+			x := g.x[k]
+			d.x[i] = x
+			mx += d.w[i] * x
+		}
+		return fitLineSums(d.x, d.ttft, d.w, mx, d.ttftSums)
+	}
 	for i, l := range d.load {
 		x := l / (c - l)
 		d.x[i] = x

@@ -80,14 +80,17 @@ func fitLineSums(x, y, w []float64, mx float64, ys lineSums) line {
 // one the comparison computed: the capacity search's fits are on the
 // boundary most of the time, and a third pass for it was a sixth of
 // their cost).
+//
+// The flat fit's sse is syy: its residuals y − my − 0·x are the
+// deviations y − my that syy sums, in the same order and form (x is
+// finite, so 0·x is 0).
 func bestOnBoundary(x, y, w []float64, my, x2, xy, syy float64) line {
-	flat := line{a: my, sst: syy}
+	flat := line{a: my, sst: syy, sse: syy}
 	if x2 <= 0 || xy <= 0 {
-		flat.sse = sse(x, y, w, flat.a, flat.b)
 		return flat
 	}
 	origin := line{b: xy / x2, sst: syy}
-	origin.sse, flat.sse = sse(x, y, w, origin.a, origin.b), sse(x, y, w, flat.a, flat.b)
+	origin.sse = sse(x, y, w, origin.a, origin.b)
 	if origin.sse < flat.sse {
 		return origin
 	}

@@ -16,55 +16,73 @@ const (
 
 // searchCapacity returns the capacity that minimises the TTFT residuals
 // (the profile likelihood of c under Gaussian noise): a grid over s, then a
-// golden-section search between the best grid point's neighbours.
+// golden-section search between the best grid point's neighbours. Every
+// comparison is of exact sse (ttftLine); estimates stand in where they
+// decide it (probe).
 func (d *data) searchCapacity(factor float64) (float64, error) {
 	sLo, sHi := math.Log(minHeadroom), math.Log(factor-1)
-	capacity := func(s float64) float64 { return d.maxLoad * (1 + math.Exp(s)) }
-	sse := func(s float64) float64 { return d.ttftLine(capacity(s)).sse }
 	step := (sHi - sLo) / (gridPoints - 1)
-	best, bi := math.Inf(1), 0
-	for i := range gridPoints {
-		if v := sse(sLo + float64(i)*step); v < best {
-			best, bi = v, i
-		}
+	grid := make([]probe, gridPoints)
+	for i := range grid {
+		grid[i] = d.probe(sLo + float64(i)*step)
 	}
+	best, bi := d.gridMin(grid)
 	if bi == gridPoints-1 || math.IsInf(best, 1) || math.IsNaN(best) {
-		return capacity(sHi), fmt.Errorf("%w: the best fit is at the search bound, %gx the largest load (%.3g rps)",
+		return d.capacity(sHi), fmt.Errorf("%w: the best fit is at the search bound, %gx the largest load (%.3g rps)",
 			ErrNoSaturation, factor, d.maxLoad)
 	}
-	s := golden(sse, sLo+float64(max(bi-1, 0))*step, sLo+float64(bi+1)*step)
-	if sse(s) > best { // golden section assumes one minimum in the bracket
+	p := d.golden(sLo+float64(max(bi-1, 0))*step, sLo+float64(bi+1)*step)
+	s := p.s
+	if d.exact(&p) > best { // golden section assumes one minimum in the bracket
 		s = sLo + float64(bi)*step
 	}
-	c := capacity(s)
+	c := d.capacity(s)
 	if d.ttftLine(c).b == 0 {
 		return c, fmt.Errorf("%w: TTFT does not rise with load up to %.3g rps", ErrNoSaturation, d.maxLoad)
 	}
 	return c, nil
 }
 
-// golden minimises f on [a, b] by golden-section search.
-func golden(f func(float64) float64, a, b float64) float64 {
-	const r = 0.6180339887498949 // (sqrt(5)-1)/2
-	x1, x2 := b-r*(b-a), a+r*(b-a)
-	f1, f2 := f(x1), f(x2)
-	for range goldenRounds {
-		pa, pb, p1, p2 := a, b, x1, x2
-		if f1 <= f2 {
-			b, x2, f2 = x2, x1, f1
-			x1 = b - r*(b-a)
-			f1 = f(x1)
-		} else {
-			a, x1, f1 = x1, x2, f2
-			x2 = a + r*(b-a)
-			f2 = f(x2)
+func (d *data) capacity(s float64) float64 { return d.maxLoad * (1 + math.Exp(s)) }
+
+// gridMin returns the smallest exact sse on the grid and its first index,
+// as a scan of every point's exact sse would. Only the points whose
+// estimate may reach the smallest estimate's upper bound can be it.
+func (d *data) gridMin(grid []probe) (float64, int) {
+	top := math.Inf(1)
+	for _, p := range grid {
+		top = min(top, p.est+p.bound)
+	}
+	best, bi := math.Inf(1), 0
+	for i := range grid {
+		if p := &grid[i]; p.est-p.bound <= top || !(top < math.Inf(1)) {
+			if v := d.exact(p); v < best {
+				best, bi = v, i
+			}
 		}
-		if a == pa && b == pb && x1 == p1 && x2 == p2 {
+	}
+	return best, bi
+}
+
+// golden minimises the sse on [a, b] by golden-section search.
+func (d *data) golden(a, b float64) probe {
+	const r = 0.6180339887498949 // (sqrt(5)-1)/2
+	p1, p2 := d.probe(b-r*(b-a)), d.probe(a+r*(b-a))
+	for range goldenRounds {
+		pa, pb, x1, x2 := a, b, p1.s, p2.s
+		if d.atMost(&p1, &p2) {
+			b, p2 = p2.s, p1
+			p1 = d.probe(b - r*(b-a))
+		} else {
+			a, p1 = p1.s, p2
+			p2 = d.probe(a + r*(b-a))
+		}
+		if a == pa && b == pb && p1.s == x1 && p2.s == x2 {
 			break // the bracket is down to rounding: every further round repeats this one
 		}
 	}
-	if f1 <= f2 {
-		return x1
+	if d.atMost(&p1, &p2) {
+		return p1
 	}
-	return x2
+	return p2
 }

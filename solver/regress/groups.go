@@ -1,0 +1,122 @@
+package regress
+
+import "math"
+
+// groups are the points pooled by distinct load. Loads measured over
+// fixed windows are counts over a window length, so an engine's history
+// of hundreds of windows holds a few dozen distinct loads at most (the
+// backtester's: 5-13 in 960), and the regressor λ/(c−λ) of the capacity
+// search takes one value per group. estimate uses that to price a
+// candidate capacity in a pass over the groups instead of the points;
+// the search then computes the exact fit (ttftLine, in index order as
+// ever) only where the estimates cannot decide a comparison, so Fit's
+// result is bit for bit what the exhaustive search gives.
+type groups struct {
+	load []float64 // the distinct loads, in order of first appearance
+	// Per group: Σw, Σw·y, Σw·(y − ȳ_g)² about the group's own mean ȳ_g,
+	// and Σw·(y − my) about the overall weighted mean my.
+	w, wy, within, dev []float64
+	wyy                float64 // Σw·y² over every point, for the error bound
+	x                  []float64
+	of                 []int32 // each point's group
+}
+
+// groupLoads pools the TTFT sums by load (by the bits of the load, so
+// that 0 and -0 stay apart as they do in the per-point regressor).
+func groupLoads(load, y, w []float64, my float64) groups {
+	var g groups
+	g.of = make([]int32, len(load))
+	at := map[uint64]int32{}
+	for i, l := range load {
+		k, ok := at[math.Float64bits(l)]
+		if !ok {
+			k = int32(len(g.load))
+			at[math.Float64bits(l)] = k
+			g.load = append(g.load, l)
+			g.w, g.wy = append(g.w, 0), append(g.wy, 0)
+		}
+		g.of[i] = k
+		g.w[k] += w[i]
+		g.wy[k] += w[i] * y[i]
+		g.wyy += w[i] * y[i] * y[i]
+	}
+	n := len(g.load)
+	g.within, g.dev, g.x = make([]float64, n), make([]float64, n), make([]float64, n)
+	for i := range load {
+		k := g.of[i]
+		dy := y[i] - g.wy[k]/g.w[k]
+		g.within[k] += w[i] * dy * dy
+		g.dev[k] += w[i] * (y[i] - my)
+	}
+	return g
+}
+
+// regressor sets g.x to λ/(c−λ) for each group's load: the same
+// division, so the same bits, as the per-point regressor.
+func (g *groups) regressor(c float64) {
+	for k, l := range g.load {
+		g.x[k] = l / (c - l)
+	}
+}
+
+// Relative bounds on how far estimate's sse and the exact one can differ:
+// a sum of n non-negative terms in another order (about n·2⁻⁵³ of it) and
+// residuals rounded differently (about 2⁻⁵³ of the magnitudes that make
+// them). Each is taken some thousands of times larger than that, so the
+// bound errs only towards computing more exact fits.
+const (
+	sumError      = 1e-9
+	residualError = 1e-10
+)
+
+// estimate returns the TTFT fit's sse at capacity c, computed from the
+// group sums, and a bound on its distance from ttftLine(c).sse. It takes
+// the same decisions as fitLineSums (the interior fit, else the better of
+// the flat and the through-origin ones); where a decision is a near tie
+// either choice gives nearly the same sse, since each fit minimises the
+// sse over its free parameters.
+func (g *groups) estimate(c float64, ys lineSums) (sse, bound float64) {
+	g.regressor(c)
+	mx := 0.0
+	for k, x := range g.x {
+		mx += g.w[k] * x
+	}
+	mx /= ys.sw
+	var sxx, sxy, x2, xy float64
+	for k, x := range g.x {
+		dx := x - mx
+		sxx += g.w[k] * dx * dx
+		sxy += dx * g.dev[k]
+		x2 += g.w[k] * x * x
+		xy += x * g.wy[k]
+	}
+	a, b := ys.my, 0.0
+	if sxx > 0 {
+		b = sxy / sxx
+		a = ys.my - b*mx
+	}
+	switch {
+	case b >= 0 && a >= 0:
+		sse = g.sse(a, b)
+	case x2 <= 0 || xy <= 0:
+		a, b, sse = ys.my, 0, ys.syy
+	default:
+		a, b, sse = 0, xy/x2, g.sse(0, xy/x2)
+		if !(sse < ys.syy) {
+			a, b, sse = ys.my, 0, ys.syy
+		}
+	}
+	floor := residualError * residualError * (g.wyy + a*a*ys.sw + b*b*x2)
+	return sse, sumError*sse + 2*math.Sqrt(sse*floor) + floor
+}
+
+// sse is Σw·(y − a − b·x)² over the points, by group: each group's
+// spread about its own mean plus its weight times its mean's residual.
+func (g *groups) sse(a, b float64) float64 {
+	s := 0.0
+	for k, x := range g.x {
+		r := g.wy[k]/g.w[k] - a - b*x
+		s += g.within[k] + g.w[k]*r*r
+	}
+	return s
+}

@@ -1,0 +1,50 @@
+package regress
+
+import "math"
+
+// probe is one candidate of the capacity search, s = ln(c/maxLoad − 1):
+// the estimated sse of its TTFT fit with a bound on the estimate's error,
+// and the exact sse once a comparison has needed it.
+type probe struct {
+	s          float64
+	est, bound float64
+	sse        float64
+	known      bool // sse computed
+}
+
+// probe estimates the sse at s; without groups (too many distinct loads
+// for an estimate to be cheaper) it computes it exactly.
+func (d *data) probe(s float64) probe {
+	p := probe{s: s}
+	if d.groups.of == nil {
+		d.exact(&p)
+		p.est = p.sse
+		return p
+	}
+	p.est, p.bound = d.groups.estimate(d.capacity(s), d.ttftSums)
+	if !(p.est-p.bound > math.Inf(-1) && p.est+p.bound < math.Inf(1)) {
+		p.est, p.bound = 0, math.Inf(1) // decides nothing
+	}
+	return p
+}
+
+// exact is p's sse, computed by ttftLine on first use.
+func (d *data) exact(p *probe) float64 {
+	if !p.known {
+		p.sse, p.known = d.ttftLine(d.capacity(p.s)).sse, true
+	}
+	return p.sse
+}
+
+// atMost reports whether p's exact sse is at most q's, by their estimates
+// where the bounds keep them apart.
+func (d *data) atMost(p, q *probe) bool {
+	switch {
+	case p.known && q.known:
+	case p.est+p.bound < q.est-q.bound:
+		return true
+	case p.est-p.bound > q.est+q.bound:
+		return false
+	}
+	return d.exact(p) <= d.exact(q)
+}
