@@ -70,7 +70,8 @@ const (
 )
 
 // estimate returns the TTFT fit's sse at capacity c, computed from the
-// group sums, and a bound on its distance from ttftLine(c).sse. It takes
+// group sums, and a bound on its distance from ttftLine(c).sse; a bound of
+// 0 when the exact fit is certainly the flat one, whose sse is syy. It takes
 // the same decisions as fitLineSums (the interior fit, else the better of
 // the flat and the through-origin ones); where a decision is a near tie
 // either choice gives nearly the same sse, since each fit minimises the
@@ -97,16 +98,27 @@ func (g *groups) estimate(c float64, ys lineSums) (sse, bound float64) {
 	}
 	switch {
 	case b >= 0 && a >= 0:
-		sse = g.sse(a, b)
+		return g.bounded(g.sse(a, b), a, b, ys.sw, x2)
 	case x2 <= 0 || xy <= 0:
-		a, b, sse = ys.my, 0, ys.syy
-	default:
-		a, b, sse = 0, xy/x2, g.sse(0, xy/x2)
-		if !(sse < ys.syy) {
-			a, b, sse = ys.my, 0, ys.syy
-		}
+		return g.bounded(ys.syy, ys.my, 0, ys.sw, x2)
 	}
-	floor := residualError * residualError * (g.wyy + a*a*ys.sw + b*b*x2)
+	origin, originBound := g.bounded(g.sse(0, xy/x2), 0, xy/x2, ys.sw, x2)
+	switch {
+	case origin < ys.syy:
+		return origin, originBound
+	case sxy < -sumError*math.Sqrt(sxx*ys.syy) && origin-originBound > ys.syy:
+		// Certainly flat: the exact fit's sxy is negative too (its
+		// error is within sumError·√(sxx·syy) by Cauchy-Schwarz) and
+		// its through-origin fit is worse, so its sse is syy itself
+		// (bestOnBoundary).
+		return ys.syy, 0
+	}
+	return g.bounded(ys.syy, ys.my, 0, ys.sw, x2)
+}
+
+// bounded returns sse with the bound on its error for the fit a + b·x.
+func (g *groups) bounded(sse, a, b, sw, x2 float64) (float64, float64) {
+	floor := residualError * residualError * (g.wyy + a*a*sw + b*b*x2)
 	return sse, sumError*sse + 2*math.Sqrt(sse*floor) + floor
 }
 

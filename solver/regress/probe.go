@@ -22,6 +22,9 @@ func (d *data) probe(s float64) probe {
 		return p
 	}
 	p.est, p.bound = d.groups.estimate(d.capacity(s), d.ttftSums)
+	if p.bound == 0 {
+		p.sse, p.known = p.est, true
+	}
 	if !(p.est-p.bound > math.Inf(-1) && p.est+p.bound < math.Inf(1)) {
 		p.est, p.bound = 0, math.Inf(1) // decides nothing
 	}

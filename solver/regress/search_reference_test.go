@@ -64,7 +64,7 @@ func refGolden(f func(float64) float64, a, b float64) float64 {
 // searchCases are windows with loads counted over a window (few distinct
 // loads: the estimates decide most comparisons) and with continuous loads
 // (no groups), noisy and noise-free, saturating and not, pooled engines
-// with a second curve, and near-flat TTFT.
+// with a second curve, near-flat and falling TTFT.
 func searchCases() [][]Point {
 	r := rand.New(rand.NewPCG(5, 6))
 	var cases [][]Point
@@ -89,6 +89,11 @@ func searchCases() [][]Point {
 		if trial%11 == 5 { // flat TTFT: no saturation
 			for i := range pts {
 				pts[i].TTFTMs = 100 + r.Float64()
+			}
+		}
+		if trial%13 == 7 { // TTFT falling with load: flat fits
+			for i := range pts {
+				pts[i].TTFTMs = 500 - 3*pts[i].LoadRPS + 10*r.Float64()
 			}
 		}
 		if trial%3 == 0 {
