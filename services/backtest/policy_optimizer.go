@@ -124,6 +124,7 @@ type optimizerPolicy struct {
 	shape       shapeEstimate
 	hist        [][]regress.Point // by engine, the last FitWindows windows
 	fitted      []*regress.Profile
+	fitPoints   []regress.Point    // refit's pooled history, reused
 	last        []*schemas.Feature // by engine: the latest row (into rows), nil before one
 	rows        []schemas.Feature  // by engine: copies of the latest rows, reused
 	newestEnd   int64
@@ -243,7 +244,7 @@ func (p *optimizerPolicy) refit(s *sim) {
 			continue
 		}
 		done[sku] = true
-		var pts []regress.Point
+		pts := p.fitPoints[:0]
 		for e, h := range p.hist {
 			if s.fi.sku[e] != sku {
 				continue
@@ -254,6 +255,7 @@ func (p *optimizerPolicy) refit(s *sim) {
 				pts = append(pts, pt)
 			}
 		}
+		p.fitPoints = pts
 		if len(pts) < p.cfg.Regress.MinSamples {
 			continue
 		}
