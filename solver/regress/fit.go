@@ -112,9 +112,14 @@ type data struct {
 	groups groups
 }
 
-// maxGroupShare: the points are grouped by load when there are at most
-// 1/maxGroupShare as many loads as points.
-const maxGroupShare = 4
+// The points are grouped by load when there are at most 1/maxGroupShare
+// as many loads as points, and at most maxGroupPoints points: the error
+// bounds of the estimates (sumError) hold for sums of up to about a
+// million terms.
+const (
+	maxGroupShare  = 4
+	maxGroupPoints = 1 << 20
+)
 
 func prepare(points []Point, cfg Config) (*data, error) {
 	if err := cfg.Validate(); err != nil {
@@ -140,8 +145,10 @@ func prepare(points []Point, cfg Config) (*data, error) {
 		d.minLoad, d.maxLoad = min(d.minLoad, p.LoadRPS), max(d.maxLoad, p.LoadRPS)
 	}
 	d.ttftSums = ySums(d.ttft, d.w)
-	if g := groupLoads(d.load, d.ttft, d.w, d.ttftSums.my); len(g.load) <= n/maxGroupShare {
-		d.groups = g
+	if n <= maxGroupPoints {
+		if g := groupLoads(d.load, d.ttft, d.w, d.ttftSums.my); len(g.load) <= n/maxGroupShare {
+			d.groups = g
+		}
 	}
 	// The capacity exceeds every load, so a spread below MinLoadSpread of
 	// the largest load is too narrow whatever the fit.
