@@ -219,11 +219,12 @@ func Anchor(weights map[string]map[string]float64, shed map[string]float64, pric
 // weight (everything shed).
 func Table(prev *sched.Table, weights map[string]float64) (*sched.Table, error) {
 	names := make([]string, 0, len(weights))
-	for _, n := range sortedKeys(weights) {
-		if weights[n] > 0 {
+	for n, w := range weights {
+		if w > 0 {
 			names = append(names, n)
 		}
 	}
+	slices.Sort(names)
 	if len(names) == 0 {
 		return nil, nil
 	}
