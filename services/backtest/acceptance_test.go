@@ -166,7 +166,7 @@ var (
 	headroom = bounds{headroom: true, cacheRatio: 0.9, churn: true}
 	// Overload: first, shedding no more than 1.2 × the reference. Weight
 	// churn is not held here: shedding moves with the demand estimate.
-	overload = bounds{beatAll: true, overload: true, cacheRatio: 0.9}
+	overload = bounds{beatAll: true, overload: true, cacheRatio: 0.9, churn: true}
 	// One region, one front end: at least 0.97 × the best peer.
 	oneRegion = bounds{beatPeers: true, peerMargin: 1, peerRatio: 0.97, cacheRatio: 0.9}
 	// Azure, no prefix reuse, two regions: first.
@@ -189,7 +189,7 @@ func TestAcceptance(t *testing.T) {
 		{"multi-region", fleetShort, multiRegion, 3},
 		{"multi-region h100", fleetShortH100, multiRegionH100, 3},
 		{"headroom", fleetHeadroom, headroom, 3},
-		{"overload", fleetOverload, overload, 1},
+		{"overload", fleetOverload, overload, 3},
 		{"one region", fleetOneRegion, oneRegion, 1},
 	} {
 		for _, st := range stretches[:sc.stretches] {

@@ -2,6 +2,7 @@ package backtest
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/ilb-router/ilb/services/internal/routing"
 	"github.com/ilb-router/ilb/solver/optimize"
@@ -42,6 +43,10 @@ func (p *optimizerPolicy) solve(s *sim) error {
 	shed := make(map[string]float64, s.fi.nrows())
 	for _, c := range s.fi.rowName {
 		weights[c], shed[c] = routing.Normalize(sol.Weights[c], routing.PublishedShed(sol.ShedFraction[c], routing.DemandKnown(s.fi.f, p.demand)))
+		if p.published != nil {
+			weights[c], shed[c] = routing.Smooth(p.cfg.Smooth, p.published[c], p.pubShed[c], weights[c], shed[c],
+				routing.Usable(prob, c), time.Duration(s.now-p.publishedNs))
+		}
 	}
 	if p.prev != nil && s.now-p.publishedNs < int64(p.cfg.MaxInterval) && p.change(s, weights, shed) < p.cfg.MinChange {
 		return nil // too small a change to publish; the tables stay

@@ -33,6 +33,10 @@ type OptimizerConfig struct {
 	// shed)).
 	DemandAlpha       float64
 	MaxShedCorrection float64
+	// Smooth is how fast a shedding cluster's published routing follows
+	// the solver (routing.SmoothConfig, the optimizer service's
+	// --smooth-weights and --smooth-shed).
+	Smooth routing.SmoothConfig
 	// Derate is how capacity is reduced for unhealthy, silent and
 	// error-prone engines (the optimizer service's rules).
 	Derate routing.DerateConfig
@@ -65,7 +69,7 @@ type OptimizerConfig struct {
 // data plane (README.md).
 func DefaultOptimizerConfig() OptimizerConfig {
 	return OptimizerConfig{
-		ChurnMs: 500, SpillFactor: 1, PendingSync: 250 * time.Millisecond, DemandAlpha: 0.05, MaxShedCorrection: 0.9, Derate: routing.DefaultDerateConfig(),
+		ChurnMs: 500, SpillFactor: 1, PendingSync: 250 * time.Millisecond, DemandAlpha: 0.05, MaxShedCorrection: 0.9, Smooth: routing.DefaultSmoothConfig(), Derate: routing.DefaultDerateConfig(),
 		MinChange: 0.002, MaxInterval: 30 * time.Second, ShapeAlpha: 0.2,
 		FitWindows: 120, FitEvery: 6, UseFits: true, Regress: regress.DefaultConfig(), InitialLoad: 0.5,
 	}
@@ -92,6 +96,9 @@ func (c OptimizerConfig) Validate() error {
 		return fmt.Errorf("%w: fit windows %d and fit every %d must be positive", ErrConfig, c.FitWindows, c.FitEvery)
 	case !(c.InitialLoad > 0 && c.InitialLoad < 1):
 		return fmt.Errorf("%w: initial load %v must be in (0, 1)", ErrConfig, c.InitialLoad)
+	}
+	if err := c.Smooth.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	if err := c.Derate.Validate(); err != nil {
 		return fmt.Errorf("%w: derate: %w", ErrConfig, err)

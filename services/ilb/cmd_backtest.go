@@ -13,6 +13,7 @@ import (
 
 	"github.com/ilb-router/ilb/schemas"
 	"github.com/ilb-router/ilb/services/backtest"
+	"github.com/ilb-router/ilb/services/internal/routing"
 )
 
 // listFlag collects a repeatable string flag.
@@ -27,6 +28,7 @@ type backtestFlags struct {
 	speed                                         float64
 	seed                                          uint64
 	duration, pendingSync                         time.Duration
+	smooth                                        routing.SmoothConfig
 	swings, fails                                 listFlag
 	skipBad, quiet                                bool
 	parallel                                      int
@@ -57,6 +59,10 @@ func cmdBacktest(ctx context.Context, e *env, args []string) error {
 	fs.DurationVar(&f.pendingSync, "pending-sync", backtest.DefaultOptimizerConfig().PendingSync,
 		"optimizer: how old the other data planes' pending prefill is when a data plane compares engines by it\n"+
 			"(their --pending-sync interval plus delivery between regions); 0 shares nothing")
+	fs.DurationVar(&f.smooth.Weights, "smooth-weights", backtest.DefaultOptimizerConfig().Smooth.Weights,
+		"optimizer: while a cluster sheds, the time constant of its published split over the engines (ilb optimizer --smooth-weights); 0: as solved")
+	fs.DurationVar(&f.smooth.Shed, "smooth-shed", backtest.DefaultOptimizerConfig().Smooth.Shed,
+		"optimizer: the same for its shed fraction (ilb optimizer --smooth-shed); 0: as solved")
 	fs.Var(&f.swings, "swing", "demand swing cluster=NAME,factor=X,from=DUR,to=DUR (repeatable)")
 	fs.Var(&f.fails, "fail", "engine failure engine=NAME,at=DUR[,for=DUR] (repeatable)")
 	fs.StringVar(&f.affinity, "affinity-key", "conversation", "what requests are routed by: conversation (the trace's ids) or prompt\n"+
@@ -132,6 +138,10 @@ func (f *backtestFlags) load(e *env) (backtest.Config, *backtest.Trace, error) {
 		return cfg, nil, badInput("--pending-sync %v: want a duration >= 0 (0 shares nothing)", f.pendingSync)
 	}
 	cfg.Optimizer.PendingSync = f.pendingSync
+	if err := f.smooth.Validate(); err != nil {
+		return cfg, nil, badInput("--smooth-weights, --smooth-shed: %v", err)
+	}
+	cfg.Optimizer.Smooth = f.smooth
 	for _, s := range f.swings {
 		sw, err := backtest.ParseSwing(s)
 		if err != nil {

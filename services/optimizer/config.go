@@ -97,6 +97,9 @@ type Config struct {
 
 	Demand DemandConfig
 	Derate DerateConfig
+	// Smooth is how fast a shedding row's published routing follows the
+	// solver (routing.SmoothConfig; 0 publishes each solution as solved).
+	Smooth routing.SmoothConfig
 	// MeanPromptTokens sizes the prior profile of an engine without a
 	// fitted one (PriorProfile) until the feature windows give the mean
 	// request actually served (ShapeAlpha).
@@ -158,6 +161,7 @@ func DefaultConfig(fleet *schemas.Fleet) Config {
 		MaxNewtonSteps:        2000,
 		Demand:                DemandConfig{Alpha: 0.5, MaxShedCorrection: 0.9, MinRPS: 1e-3, PriorLoad: 0.5},
 		Derate:                routing.DefaultDerateConfig(),
+		Smooth:                routing.DefaultSmoothConfig(),
 		MeanPromptTokens:      1000,
 		ShapeAlpha:            0.2,
 		HistoryLen:            512,
@@ -195,7 +199,7 @@ func (c Config) validate() error {
 	if err := c.Derate.Validate(); err != nil {
 		return fmt.Errorf("derate: %w", err)
 	}
-	return nil
+	return c.Smooth.Validate()
 }
 
 func (c Config) validateFleet() error {

@@ -62,7 +62,7 @@ func (o *Optimizer) solve(at time.Time) (*solveResult, error) {
 	if err := checkSolution(p, sol); err != nil {
 		return nil, err
 	}
-	plans, err := o.plans(p, sol, idle, o.dem.known() || f.TotalDemandRPS > 0)
+	plans, err := o.plans(p, sol, idle, o.dem.known() || f.TotalDemandRPS > 0, at)
 	if err != nil {
 		return nil, err
 	}
@@ -76,8 +76,10 @@ func (o *Optimizer) solve(at time.Time) (*solveResult, error) {
 // previous weights (on engines it may still use), so its conversations
 // keep their engines until traffic returns. observed says whether any
 // demand has been observed: before, nothing is shed
-// (routing.PublishedShed).
-func (o *Optimizer) plans(p *optimize.Problem, sol *optimize.Solution, idle map[string]bool, known bool) ([]plan, error) {
+// (routing.PublishedShed). A row that sheds, or shed at the last publish,
+// moves toward the solution at the pace of cfg.Smooth (routing.Smooth),
+// at being the time of this solve.
+func (o *Optimizer) plans(p *optimize.Problem, sol *optimize.Solution, idle map[string]bool, known bool, at time.Time) ([]plan, error) {
 	out := make([]plan, 0, len(p.Clusters))
 	prev := o.prev.solution
 	for r, c := range p.Clusters {
@@ -87,6 +89,9 @@ func (o *Optimizer) plans(p *optimize.Problem, sol *optimize.Solution, idle map[
 			if w, shed, ok := keep(prev, c.Name, p.Eligible[c.Name]); ok {
 				pl.weights, pl.shed, pl.kept = w, shed, true
 			}
+		} else if prev != nil {
+			pl.weights, pl.shed = routing.Smooth(o.cfg.Smooth, prev.Weights[c.Name], prev.ShedFraction[c.Name], pl.weights, pl.shed,
+				routing.Usable(p, c.Name), at.Sub(o.prev.at))
 		}
 		t, err := buildTable(o.prev.tables[c.Name], pl.weights)
 		if err != nil {

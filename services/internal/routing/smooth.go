@@ -1,0 +1,122 @@
+package routing
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/ilb-router/ilb/solver/optimize"
+)
+
+// SmoothConfig says how fast a demand row's published routing follows the
+// solver while the row sheds. A fleet at the edge of its capacity sees its
+// modelled capacity move with the mean request (Mooncake's prompts are
+// heavy-tailed, so a 25 s mean swings by a quarter) and its solutions flip
+// between shedding a fraction and overflowing to a farther engine every
+// few seconds; published as solved, every flip moves conversations and
+// refuses by turns. While the published or the new solution sheds, the
+// published routing moves toward each new solution with these time
+// constants instead: the split of the served traffic over the engines
+// with Weights, the shed fraction with Shed. 0 publishes each solution as
+// solved. A row that sheds nothing before or after publishes the solution
+// as solved, so a fleet with room is never smoothed.
+type SmoothConfig struct {
+	Weights time.Duration
+	Shed    time.Duration
+}
+
+// DefaultSmoothConfig returns the optimizer's defaults (README.md,
+// "Shedding"): the served split and the shed fraction each over about
+// 100 s.
+func DefaultSmoothConfig() SmoothConfig {
+	return SmoothConfig{Weights: 100 * time.Second, Shed: 100 * time.Second}
+}
+
+// Validate reports the first problem with c.
+func (c SmoothConfig) Validate() error {
+	if c.Weights < 0 || c.Shed < 0 {
+		return fmt.Errorf("smoothing time constants %v (weights) and %v (shed) must be >= 0 (0: publish as solved)", c.Weights, c.Shed)
+	}
+	return nil
+}
+
+// SmoothShedFloor is the smoothed shed fraction under which a row whose
+// new solution sheds nothing stops shedding at once: below it the decay
+// would refuse a request now and then for minutes after an overload ended.
+const SmoothShedFloor = 0.003
+
+// Smooth returns the weights and shed fraction to publish for a row whose
+// published routing is (prev, prevShed), dt after it was published, when
+// the solver's new one is (next, nextShed) (both as Normalize returns
+// them). usable reports whether the row may still send to an engine (it
+// is in the new problem, eligible, with capacity): the rest lose their
+// weight at once. Each part moves a fraction 1 − exp(−dt/τ) of the way
+// to the new solution (SmoothConfig). It returns the new solution as it
+// is when neither sheds, when either sheds everything, when there is no
+// published routing, and when nothing usable is left of it.
+func Smooth(cfg SmoothConfig, prev map[string]float64, prevShed float64, next map[string]float64, nextShed float64,
+	usable func(engine string) bool, dt time.Duration) (map[string]float64, float64) {
+	switch {
+	case len(prev) == 0 || prevShed >= 1 || nextShed >= 1 || len(next) == 0:
+		return next, nextShed
+	case !(prevShed >= MinShed) && !(nextShed >= MinShed):
+		return next, nextShed
+	}
+	kept := 0.0
+	for _, e := range sortedKeys(prev) {
+		if usable(e) {
+			kept += prev[e]
+		}
+	}
+	if kept <= 0 {
+		return next, nextShed
+	}
+	aw, as := smoothStep(dt, cfg.Weights), smoothStep(dt, cfg.Shed)
+	if aw == 1 && as == 1 {
+		return next, nextShed
+	}
+	// The split of the served traffic: previous and new weights, each
+	// normalised to 1 over its engines, moved aw of the way.
+	out := make(map[string]float64, len(prev)+len(next))
+	for _, e := range sortedKeys(prev) {
+		if usable(e) {
+			out[e] = (1 - aw) * prev[e] / kept
+		}
+	}
+	served := 1 - nextShed
+	for _, e := range sortedKeys(next) {
+		out[e] += aw * next[e] / served
+	}
+	shed := prevShed + as*(nextShed-prevShed)
+	if !(nextShed >= MinShed) && shed < SmoothShedFloor {
+		shed = 0
+	}
+	return Normalize(out, shed)
+}
+
+// smoothStep is the share of the way a part with time constant tau moves
+// in dt: all of it for tau 0 (no smoothing), and for a dt that is not
+// positive (a clock stepped back), which would otherwise freeze the
+// routing.
+func smoothStep(dt, tau time.Duration) float64 {
+	if tau <= 0 || dt <= 0 {
+		return 1
+	}
+	return 1 - math.Exp(-dt.Seconds()/tau.Seconds())
+}
+
+// Usable reports whether demand row c of a problem BuildProblem made may
+// send to an engine: eligible (its list is sorted) and with capacity
+// (engines are sorted by name).
+func Usable(p *optimize.Problem, c string) func(engine string) bool {
+	elig := p.Eligible[c]
+	return func(e string) bool {
+		if _, ok := slices.BinarySearch(elig, e); !ok {
+			return false
+		}
+		i, ok := slices.BinarySearchFunc(p.Engines, e, func(x optimize.Engine, name string) int { return cmp.Compare(x.Name, name) })
+		return ok && p.Engines[i].CapacityRps > 0
+	}
+}
