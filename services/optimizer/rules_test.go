@@ -251,14 +251,14 @@ func TestPlans(t *testing.T) {
 	o := &Optimizer{rows: &routing.Rows{Single: true, Rows: []routing.Row{{Name: "busy"}, {Name: "idle", Cluster: 1}, {Name: "new", Cluster: 2}}},
 		prev: published{solution: routing.Anchor(map[string]map[string]float64{"idle": {"x": 0.2, "y": 0.4, "z": 0.3}},
 			map[string]float64{"idle": 0.1}, nil)}}
-	cold, err := o.plans(p, sol, map[string]bool{"idle": true, "new": true}, false, time.Time{})
+	cold, err := o.plans(p, sol, map[string]bool{"idle": true, "new": true}, false, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cold[0].shed != 0 || math.Abs(cold[0].weights["x"]+cold[0].weights["y"]-1) > 1e-9 {
 		t.Errorf("before any demand was observed: %+v, want no shed and weights summing to 1", cold[0])
 	}
-	plans, err := o.plans(p, sol, map[string]bool{"idle": true, "new": true}, true, time.Time{})
+	plans, err := o.plans(p, sol, map[string]bool{"idle": true, "new": true}, true, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

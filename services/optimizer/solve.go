@@ -62,7 +62,7 @@ func (o *Optimizer) solve(at time.Time) (*solveResult, error) {
 	if err := checkSolution(p, sol); err != nil {
 		return nil, err
 	}
-	plans, err := o.plans(p, sol, idle, o.dem.known() || f.TotalDemandRPS > 0, at)
+	plans, err := o.plans(p, sol, idle, o.dem.known() || f.TotalDemandRPS > 0, o.sincePublish())
 	if err != nil {
 		return nil, err
 	}
@@ -78,8 +78,8 @@ func (o *Optimizer) solve(at time.Time) (*solveResult, error) {
 // demand has been observed: before, nothing is shed
 // (routing.PublishedShed). A row that sheds, or shed at the last publish,
 // moves toward the solution at the pace of cfg.Smooth (routing.Smooth),
-// at being the time of this solve.
-func (o *Optimizer) plans(p *optimize.Problem, sol *optimize.Solution, idle map[string]bool, known bool, at time.Time) ([]plan, error) {
+// dt being the time since the last publish (0: not known, no smoothing).
+func (o *Optimizer) plans(p *optimize.Problem, sol *optimize.Solution, idle map[string]bool, known bool, dt time.Duration) ([]plan, error) {
 	out := make([]plan, 0, len(p.Clusters))
 	prev := o.prev.solution
 	for r, c := range p.Clusters {
@@ -91,7 +91,7 @@ func (o *Optimizer) plans(p *optimize.Problem, sol *optimize.Solution, idle map[
 			}
 		} else if prev != nil {
 			pl.weights, pl.shed = routing.Smooth(o.cfg.Smooth, prev.Weights[c.Name], prev.ShedFraction[c.Name], pl.weights, pl.shed,
-				routing.Usable(p, c.Name), at.Sub(o.prev.at))
+				routing.Usable(p, c.Name), dt)
 		}
 		t, err := buildTable(o.prev.tables[c.Name], pl.weights)
 		if err != nil {
@@ -101,6 +101,17 @@ func (o *Optimizer) plans(p *optimize.Problem, sol *optimize.Solution, idle map[
 		out = append(out, pl)
 	}
 	return out, nil
+}
+
+// sincePublish is the window time from this instance's last publish to
+// the newest window now observed: event time, so that a replay smooths as
+// the live run did. 0 (not known) before this instance has published,
+// e.g. after it took over the lease.
+func (o *Optimizer) sincePublish() time.Duration {
+	if o.prevAsOf <= 1 || o.in.newestEnd <= o.prevAsOf {
+		return 0
+	}
+	return time.Duration(o.in.newestEnd - o.prevAsOf)
 }
 
 // snapshots returns the snapshot of every cluster (fleet order), without

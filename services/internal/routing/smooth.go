@@ -43,8 +43,9 @@ func (c SmoothConfig) Validate() error {
 }
 
 // SmoothShedFloor is the smoothed shed fraction under which a row whose
-// new solution sheds nothing stops shedding at once: below it the decay
-// would refuse a request now and then for minutes after an overload ended.
+// new solution sheds nothing is released: it publishes the solution as
+// it is. Below it the decay would refuse a request now and then for
+// minutes after an overload ended.
 const SmoothShedFloor = 0.003
 
 // Smooth returns the weights and shed fraction to publish for a row whose
@@ -91,7 +92,7 @@ func Smooth(cfg SmoothConfig, prev map[string]float64, prevShed float64, next ma
 	}
 	shed := prevShed + as*(nextShed-prevShed)
 	if !(nextShed >= MinShed) && shed < SmoothShedFloor {
-		shed = 0
+		return next, nextShed // released: the solution as it is
 	}
 	return Normalize(out, shed)
 }

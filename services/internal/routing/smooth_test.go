@@ -1,0 +1,183 @@
+package routing
+
+import (
+	"math"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/ilb-router/ilb/solver/optimize"
+)
+
+func all(string) bool { return true }
+
+// TestSmoothMovesAtItsPace: after one time constant each part has moved
+// 1 − 1/e of the way, the weights keep summing to 1 − shed, and the
+// served split and the shed fraction move at their own paces.
+func TestSmoothMovesAtItsPace(t *testing.T) {
+	cfg := SmoothConfig{Weights: 100 * time.Second, Shed: 50 * time.Second}
+	prev := map[string]float64{"a": 0.8}           // shed 0.2, all served on a
+	next := map[string]float64{"a": 0.3, "b": 0.3} // shed 0.4, half on b
+	w, shed := Smooth(cfg, prev, 0.2, next, 0.4, all, 50*time.Second)
+	aw, as := 1-math.Exp(-0.5), 1-math.Exp(-1)
+	if want := 0.2 + as*0.2; math.Abs(shed-want) > 1e-12 {
+		t.Errorf("shed %v after one shed time constant, want %v", shed, want)
+	}
+	// Of the served traffic, b's share moved aw of the way from 0 to 1/2.
+	if got, want := w["b"]/(1-shed), aw*0.5; math.Abs(got-want) > 1e-12 {
+		t.Errorf("b serves %v of the served traffic, want %v", got, want)
+	}
+	if sum := w["a"] + w["b"]; math.Abs(sum-(1-shed)) > 1e-12 {
+		t.Errorf("weights sum to %v, want 1 − shed = %v", sum, 1-shed)
+	}
+	// A longer wait moves further; a very long one lands on the solution.
+	_, shed2 := Smooth(cfg, prev, 0.2, next, 0.4, all, 100*time.Second)
+	if !(shed2 > shed && shed2 < 0.4) {
+		t.Errorf("shed %v after twice as long, want between %v and 0.4", shed2, shed)
+	}
+	w3, shed3 := Smooth(cfg, prev, 0.2, next, 0.4, all, time.Hour)
+	if math.Abs(shed3-0.4) > 1e-9 || math.Abs(w3["b"]-0.3) > 1e-9 {
+		t.Errorf("after an hour: %v shed %v, want the solution %v shed 0.4", w3, shed3, next)
+	}
+}
+
+// TestSmoothLeavesRoomAlone: a row that sheds nothing before or after
+// publishes the solution as it is (the same map), so a fleet with room is
+// never smoothed; so do zero time constants, a missing published routing,
+// and a solution or a published routing that sheds everything.
+func TestSmoothLeavesRoomAlone(t *testing.T) {
+	cfg := DefaultSmoothConfig()
+	prev := map[string]float64{"a": 0.5, "b": 0.5}
+	next := map[string]float64{"a": 0.9, "b": 0.1}
+	for _, c := range []struct {
+		name             string
+		cfg              SmoothConfig
+		prev             map[string]float64
+		prevShed, nxShed float64
+		next             map[string]float64
+	}{
+		{"no shedding", cfg, prev, 0, 0, next},
+		{"shed under MinShed", cfg, prev, MinShed / 2, MinShed / 3, next},
+		{"zero time constants", SmoothConfig{}, prev, 0.3, 0.1, map[string]float64{"a": 0.9}},
+		{"nothing published", cfg, nil, 0, 0.2, map[string]float64{"a": 0.8}},
+		{"published sheds all", cfg, map[string]float64{}, 1, 0.2, map[string]float64{"a": 0.8}},
+		{"solution sheds all", cfg, prev, 0.1, 1, map[string]float64{}},
+	} {
+		w, shed := Smooth(c.cfg, c.prev, c.prevShed, c.next, c.nxShed, all, 5*time.Second)
+		if shed != c.nxShed || len(w) != len(c.next) {
+			t.Errorf("%s: got %v shed %v, want the solution %v shed %v", c.name, w, shed, c.next, c.nxShed)
+		}
+		for e, v := range c.next {
+			if w[e] != v {
+				t.Errorf("%s: %s weight %v, want the solution's %v bit for bit", c.name, e, w[e], v)
+			}
+		}
+	}
+}
+
+// TestSmoothDropsUnusable: an engine the row may no longer use (gone from
+// the problem, no longer eligible, no capacity) loses its weight at once;
+// with nothing usable left the solution is published as it is.
+func TestSmoothDropsUnusable(t *testing.T) {
+	cfg := DefaultSmoothConfig()
+	prev := map[string]float64{"a": 0.45, "dead": 0.45}
+	next := map[string]float64{"a": 0.5, "b": 0.3}
+	usable := func(e string) bool { return e != "dead" }
+	w, shed := Smooth(cfg, prev, 0.1, next, 0.2, usable, 5*time.Second)
+	if _, ok := w["dead"]; ok {
+		t.Errorf("weights %v keep the unusable engine", w)
+	}
+	if !(shed > 0.1 && shed < 0.2) || math.Abs(w["a"]+w["b"]-(1-shed)) > 1e-12 {
+		t.Errorf("weights %v shed %v, want shed between 0.1 and 0.2 and weights summing to 1 − shed", w, shed)
+	}
+	// a keeps most of the served traffic (it had all of the usable part).
+	if !(w["a"] > w["b"]) {
+		t.Errorf("weights %v: a should keep most of its traffic", w)
+	}
+	w, shed = Smooth(cfg, map[string]float64{"dead": 0.9}, 0.1, next, 0.2, usable, 5*time.Second)
+	if shed != 0.2 || w["a"] != 0.5 || w["b"] != 0.3 {
+		t.Errorf("nothing usable published: got %v shed %v, want the solution", w, shed)
+	}
+}
+
+// TestSmoothStopsUnderTheFloor: while the solver sheds nothing, the shed
+// fraction decays, and stops at once below SmoothShedFloor (it would
+// refuse a request now and then for minutes); while the solver sheds, a
+// small fraction is kept.
+func TestSmoothStopsUnderTheFloor(t *testing.T) {
+	cfg := DefaultSmoothConfig()
+	w := map[string]float64{"a": 0.9}
+	shed := 0.1
+	solution := map[string]float64{"a": 0.7, "b": 0.3}
+	steps := 0
+	for shed > 0 {
+		w, shed = Smooth(cfg, w, shed, solution, 0, all, 5*time.Second)
+		steps++
+		if steps > 1000 {
+			t.Fatal("the shed fraction never stopped")
+		}
+	}
+	// 0.1 decays to the floor in τ·ln(0.1/floor) = 100 s · 3.5.
+	want := int(math.Ceil(cfg.Shed.Seconds() * math.Log(0.1/SmoothShedFloor) / 5))
+	if steps < want-1 || steps > want+1 {
+		t.Errorf("stopped shedding after %d steps of 5 s, want about %d", steps, want)
+	}
+	// Once nothing is shed, the solution is published as it is.
+	if w["a"] != 0.7 || w["b"] != 0.3 {
+		t.Errorf("after the shedding stopped, weights %v, want the solution's", w)
+	}
+	if _, got := Smooth(cfg, w, SmoothShedFloor/2, solution, 0.05, all, 5*time.Second); !(got > SmoothShedFloor/2) {
+		t.Errorf("shed %v while the solver sheds 0.05: a small fraction must be kept and grow", got)
+	}
+}
+
+// TestSmoothIsDeterministic: the result does not depend on map order (the
+// sums run in name order), bit for bit.
+func TestSmoothIsDeterministic(t *testing.T) {
+	prev, next := map[string]float64{}, map[string]float64{}
+	for i := range 64 {
+		prev["e"+strconv.Itoa(i)] = 0.8 / 64
+		next["e"+strconv.Itoa((i*7)%64)] = float64(i+1) / 2080 * 0.7
+	}
+	w0, s0 := Smooth(DefaultSmoothConfig(), prev, 0.2, next, 0.3, all, 5*time.Second)
+	for range 50 {
+		w, s := Smooth(DefaultSmoothConfig(), prev, 0.2, next, 0.3, all, 5*time.Second)
+		if s != s0 || len(w) != len(w0) {
+			t.Fatalf("two calls differ: shed %v and %v", s0, s)
+		}
+		for e, v := range w0 {
+			if w[e] != v {
+				t.Fatalf("two calls differ at %s: %v and %v", e, v, w[e])
+			}
+		}
+	}
+}
+
+// TestSmoothConfigValidate rejects negative time constants.
+func TestSmoothConfigValidate(t *testing.T) {
+	if err := DefaultSmoothConfig().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := (SmoothConfig{}).Validate(); err != nil {
+		t.Fatalf("zero (off): %v", err)
+	}
+	for _, c := range []SmoothConfig{{Weights: -time.Second}, {Shed: -time.Second}} {
+		if c.Validate() == nil {
+			t.Errorf("%+v accepted", c)
+		}
+	}
+}
+
+// TestUsable: eligible engines with capacity only.
+func TestUsable(t *testing.T) {
+	p := &optimize.Problem{
+		Engines:  []optimize.Engine{{Name: "a", CapacityRps: 1}, {Name: "b", CapacityRps: 0}, {Name: "c", CapacityRps: 2}},
+		Eligible: map[string][]string{"row": {"a", "b"}},
+	}
+	u := Usable(p, "row")
+	for e, want := range map[string]bool{"a": true, "b": false, "c": false, "zz": false} {
+		if u(e) != want {
+			t.Errorf("usable(%s) = %v, want %v", e, u(e), want)
+		}
+	}
+}
