@@ -326,3 +326,58 @@ func TestFittedCapacityCappedByPrior(t *testing.T) {
 		t.Errorf("fit below the prior: capacity %v, want %v", got.engine.CapacityRps, pr.CapacityRps/2)
 	}
 }
+
+// TestPlansSmoothWhileShedding: a row that sheds moves toward the
+// solution at the pace of cfg.Smooth (routing.Smooth, tested there), by
+// the window time since this instance's last publish; with that time not
+// known (0), or smoothing off, the solution is published as it is.
+func TestPlansSmoothWhileShedding(t *testing.T) {
+	p := &optimize.Problem{Clusters: []optimize.Cluster{{Name: "busy", DemandRps: 10}},
+		Engines:  []optimize.Engine{{Name: "x", CapacityRps: 5}, {Name: "y", CapacityRps: 5}},
+		Eligible: map[string][]string{"busy": {"x", "y"}}}
+	sol := &optimize.Solution{Weights: map[string]map[string]float64{"busy": {"x": 0.5, "y": 0.3}},
+		ShedFraction: map[string]float64{"busy": 0.2}}
+	cfg := DefaultConfig(schemas.ExampleFleetOneModel())
+	o := &Optimizer{cfg: cfg, rows: &routing.Rows{Single: true, Rows: []routing.Row{{Name: "busy"}}},
+		prev: published{solution: routing.Anchor(map[string]map[string]float64{"busy": {"x": 0.9}},
+			map[string]float64{"busy": 0.1}, nil)}}
+	plans, err := o.plans(p, sol, nil, true, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := 1 - math.Exp(-5/cfg.Smooth.Shed.Seconds())
+	if got, want := plans[0].shed, 0.1+step*0.1; math.Abs(got-want) > 1e-12 {
+		t.Errorf("shed %v five seconds after the publish, want %v", got, want)
+	}
+	if y := plans[0].weights["y"]; !(y > 0 && y < 0.1) {
+		t.Errorf("y's weight %v, want a small step toward the solution's 0.3", y)
+	}
+	for _, c := range []struct {
+		name   string
+		smooth routing.SmoothConfig
+		dt     time.Duration
+	}{{"time since publish not known", cfg.Smooth, 0}, {"smoothing off", routing.SmoothConfig{}, 5 * time.Second}} {
+		o.cfg.Smooth = c.smooth
+		plans, err := o.plans(p, sol, nil, true, c.dt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if plans[0].shed != 0.2 || math.Abs(plans[0].weights["y"]-0.3) > 1e-12 {
+			t.Errorf("%s: %v shed %v, want the solution's", c.name, plans[0].weights, plans[0].shed)
+		}
+	}
+}
+
+// TestSincePublishIsWindowTime: the time smoothing uses is the window
+// (event) time since this instance's last publish, so that a replay
+// smooths as the live run did; 0 before it has published.
+func TestSincePublishIsWindowTime(t *testing.T) {
+	o := &Optimizer{in: &inputs{newestEnd: int64(40 * time.Second)}}
+	if d := o.sincePublish(); d != 0 {
+		t.Errorf("before any publish: %v, want 0", d)
+	}
+	o.prevAsOf = int64(30 * time.Second)
+	if d := o.sincePublish(); d != 10*time.Second {
+		t.Errorf("%v since the last publish, want 10s", d)
+	}
+}
