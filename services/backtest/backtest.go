@@ -18,7 +18,7 @@ type Backtest struct {
 }
 
 // New validates cfg, maps the trace onto the fleet (spreads coarse
-// timestamps per cfg.Spread; AssignConversations, AssignClusters and
+// timestamps per cfg.Spread, jitters them per cfg.Jitter; AssignConversations, AssignClusters and
 // AssignModels fill the requests' missing keys, clusters and models; all
 // in place) and shapes it (Speed, Duration, Swings).
 func New(cfg Config, tr *Trace) (*Backtest, error) {
@@ -41,6 +41,7 @@ func New(cfg Config, tr *Trace) (*Backtest, error) {
 	if spread {
 		spreadArrivals(tr) // in place, like the mappings below; spreading twice changes nothing
 	}
+	jitterArrivals(tr, cfg.Jitter, cfg.Seed)
 	tr.AssignConversations()
 	if err := tr.AssignClusters(cfg.Fleet); err != nil {
 		return nil, err
@@ -59,7 +60,7 @@ func New(cfg Config, tr *Trace) (*Backtest, error) {
 	b.summary = TraceSummary{
 		Format: string(tr.Format), Requests: w.len(), Conversations: len(w.convKey),
 		DurationS:   float64(w.arrival[w.len()-1]) / 1e9,
-		SwingCopies: w.copies, SwingDropped: w.dropped, Spread: spread,
+		SwingCopies: w.copies, SwingDropped: w.dropped, Spread: spread, JitterMs: float64(cfg.Jitter) / 1e6,
 	}
 	return b, nil
 }

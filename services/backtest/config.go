@@ -22,6 +22,11 @@ type Config struct {
 	// Spread spreads requests that share a timestamp over the step to the
 	// next one (SpreadAuto: when the trace's timestamps are coarse).
 	Spread Spread
+	// Jitter moves each arrival later by a random share (from Seed) of
+	// up to Jitter, never past the next arrival (jitterArrivals): runs
+	// with different seeds then show how much results move by chance.
+	// 0 replays the timestamps as they are.
+	Jitter time.Duration
 	// Duration keeps the requests arriving before it (simulated time,
 	// after Speed); 0 keeps all.
 	Duration time.Duration
@@ -98,6 +103,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: duration %v must be in [0, %v]", ErrConfig, c.Duration, maxDuration)
 	case c.Spread != SpreadAuto && c.Spread != SpreadOn && c.Spread != SpreadOff:
 		return fmt.Errorf("%w: spread %q must be auto, on or off", ErrConfig, c.Spread)
+	case c.Jitter < 0 || c.Jitter > time.Minute:
+		return fmt.Errorf("%w: jitter %v must be in [0, 1m]", ErrConfig, c.Jitter)
 	case c.Parallel < 1:
 		return fmt.Errorf("%w: parallel %d must be at least 1", ErrConfig, c.Parallel)
 	case c.AffinityKey != "" && c.AffinityKey != AffinityConversation && c.AffinityKey != AffinityPrompt:

@@ -24,6 +24,9 @@ type TraceSummary struct {
 	// Spread is whether requests sharing a timestamp were spread out
 	// (Config.Spread).
 	Spread bool `json:"spread"`
+	// JitterMs is Config.Jitter: each arrival moved later by up to this
+	// much, drawn from the seed (0: the trace's timestamps).
+	JitterMs float64 `json:"jitter_ms,omitempty"`
 }
 
 // PolicyResult is one policy's outcome. Latencies are of served requests

@@ -103,6 +103,7 @@ func TestBacktestErrorsExit2(t *testing.T) {
 		{"fail engine", []string{"--fleet", btFleet, "--trace", btTrace, "--fail", "engine=nope,at=1s"}, `"nope"`},
 		{"speed", []string{"--fleet", btFleet, "--trace", btTrace, "--speed", "-1"}, "speed"},
 		{"smoothing", []string{"--fleet", btFleet, "--trace", btTrace, "--smooth-shed", "-5s"}, "--smooth-shed"},
+		{"jitter", []string{"--fleet", btFleet, "--trace", btTrace, "--jitter", "-1ms"}, "--jitter"},
 		{"local suffix on a simple policy", []string{"--fleet", btFleet, "--trace", btTrace, "--policy", "hash:local"}, `unknown policy "hash:local"`},
 		{"requests path", []string{"--fleet", btFleet, "--trace", btTrace, "--policy", "hash", "--requests", "/nonexistent/dir/r.csv"}, "--requests"},
 		{"negative slo", []string{"--fleet", sloFleet(t, "tbot_slo_ms: -5"), "--trace", btTrace}, "tbot_slo_ms -5"},

@@ -27,7 +27,7 @@ type backtestFlags struct {
 	requests, affinity, spread                    string
 	speed                                         float64
 	seed                                          uint64
-	duration, pendingSync                         time.Duration
+	duration, pendingSync, jitter                 time.Duration
 	smooth                                        routing.SmoothConfig
 	swings, fails                                 listFlag
 	skipBad, quiet                                bool
@@ -55,6 +55,8 @@ func cmdBacktest(ctx context.Context, e *env, args []string) error {
 		"Parquet if it ends in .parquet (columns: "+strings.Join(backtest.RequestsHeader, ",")+")")
 	fs.StringVar(&f.spread, "spread", "auto", "spread requests that share a timestamp evenly up to the next one: auto (when at least\n"+
 		"half of the requests share theirs, as in Mooncake's 3 s stamps), on or off")
+	fs.DurationVar(&f.jitter, "jitter", 0, "move each arrival later by a random amount up to this (from --seed), never past the next one;\n"+
+		"results move by chance in the small, so run a few seeds with --jitter 1ms to see by how much (0: timestamps as they are)")
 	fs.DurationVar(&f.duration, "duration", 0, "replay only the requests arriving before this simulated time (0: all)")
 	fs.DurationVar(&f.pendingSync, "pending-sync", backtest.DefaultOptimizerConfig().PendingSync,
 		"optimizer: how old the other data planes' pending prefill is when a data plane compares engines by it\n"+
@@ -133,7 +135,10 @@ func (f *backtestFlags) load(e *env) (backtest.Config, *backtest.Trace, error) {
 		return cfg, nil, badInput("%v", err)
 	}
 	cfg.Fleet, cfg.Policies, cfg.Seed, cfg.Speed, cfg.Duration, cfg.Parallel = fleet, policies, f.seed, f.speed, f.duration, f.parallel
-	cfg.AffinityKey = f.affinity
+	cfg.AffinityKey, cfg.Jitter = f.affinity, f.jitter
+	if f.jitter < 0 || f.jitter > time.Minute {
+		return cfg, nil, badInput("--jitter %v: want a duration from 0 (off) to 1m", f.jitter)
+	}
 	if f.pendingSync < 0 {
 		return cfg, nil, badInput("--pending-sync %v: want a duration >= 0 (0 shares nothing)", f.pendingSync)
 	}
