@@ -14,10 +14,10 @@ const jitterSalt = 0x6a6974746572 // "jitter"
 // that no request passes the next one: the order, and with it the order
 // of a conversation's turns, is kept. The simulation is chaotic in the
 // small (a change in the last bits of one weight moves an hour's SLO
-// attainment by a few tenths of a point, see this package's README.md, "Noise: how much results move by chance"), and
-// the trace's own timestamps leave nothing to chance: runs with a
-// millisecond of jitter and different seeds show how much a result moves
-// by chance, for every policy alike. t must be sorted by time.
+// attainment by tenths of a point; README.md here, "Noise"), and the
+// trace's own timestamps leave nothing to chance: runs with a millisecond
+// of jitter and different seeds show how much a result moves by chance,
+// for every policy alike. t must be sorted by time.
 func jitterArrivals(t *Trace, jitter time.Duration, seed uint64) {
 	if jitter <= 0 {
 		return
