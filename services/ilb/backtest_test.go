@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -83,6 +85,61 @@ func TestBacktestCommand(t *testing.T) {
 	}
 }
 
+// TestBacktestSeeds: --seeds 3 --jitter 1ms runs seeds 5, 6 and 7, prints
+// each policy's mean and range, and writes every run and the summary;
+// the summary's mean is the mean of the runs, and jitter makes the runs
+// differ (a deterministic policy's TTFT moves).
+func TestBacktestSeeds(t *testing.T) {
+	jsonPath := filepath.Join(t.TempDir(), "seeds.json")
+	code, out, errs := run(t, "backtest", "--quiet", "--fleet", btFleet, "--trace", btTrace, "--duration", "3m",
+		"--policy", "least-loaded,hash", "--seed", "5", "--seeds", "3", "--jitter", "1ms", "--json", jsonPath)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, out, errs)
+	}
+	for _, want := range []string{"3 runs (seeds 5-7", "least-loaded", "hash", "best in"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	data, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Seeds   []uint64 `json:"seeds"`
+		Summary []struct {
+			Policy        string                           `json:"policy"`
+			SLOAttainment struct{ Mean, Min, Max float64 } `json:"slo_attainment"`
+			Best          int                              `json:"best"`
+		} `json:"summary"`
+		Runs []struct {
+			Seed     uint64 `json:"seed"`
+			Policies []struct {
+				Policy        string             `json:"policy"`
+				SLOAttainment float64            `json:"slo_attainment"`
+				TTFT          map[string]float64 `json:"ttft_ms"`
+			} `json:"policies"`
+		} `json:"runs"`
+	}
+	if err := json.Unmarshal(data, &res); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(res.Seeds) != "[5 6 7]" || len(res.Runs) != 3 || len(res.Summary) != 2 || res.Runs[2].Seed != 7 {
+		t.Fatalf("json: %.500s", data)
+	}
+	sum := 0.0
+	for _, r := range res.Runs {
+		sum += r.Policies[0].SLOAttainment
+	}
+	if s := res.Summary[0]; s.Policy != "least-loaded" || math.Abs(s.SLOAttainment.Mean-sum/3) > 1e-12 ||
+		s.SLOAttainment.Min > s.SLOAttainment.Mean || s.SLOAttainment.Max < s.SLOAttainment.Mean {
+		t.Errorf("summary %+v, want least-loaded with mean %v of the runs", s, sum/3)
+	}
+	if a, b := res.Runs[0].Policies[0].TTFT["mean"], res.Runs[1].Policies[0].TTFT["mean"]; a == b {
+		t.Errorf("seeds 5 and 6 gave least-loaded the same mean TTFT %v: the jitter did nothing", a)
+	}
+}
+
 func TestBacktestErrorsExit2(t *testing.T) {
 	bad := filepath.Join(t.TempDir(), "bad.jsonl")
 	if err := os.WriteFile(bad, []byte(`{"timestamp": 1, "input_length": 5, "output_length": 1}`+"\n{oops\n"), 0o644); err != nil {
@@ -104,6 +161,9 @@ func TestBacktestErrorsExit2(t *testing.T) {
 		{"speed", []string{"--fleet", btFleet, "--trace", btTrace, "--speed", "-1"}, "speed"},
 		{"smoothing", []string{"--fleet", btFleet, "--trace", btTrace, "--smooth-shed", "-5s"}, "--smooth-shed"},
 		{"jitter", []string{"--fleet", btFleet, "--trace", btTrace, "--jitter", "-1ms"}, "--jitter"},
+		{"seeds without jitter", []string{"--fleet", btFleet, "--trace", btTrace, "--seeds", "3"}, "needs --jitter"},
+		{"seeds with a report", []string{"--fleet", btFleet, "--trace", btTrace, "--seeds", "3", "--jitter", "1ms", "--report", "r"}, "--report"},
+		{"seeds zero", []string{"--fleet", btFleet, "--trace", btTrace, "--seeds", "0"}, "--seeds 0"},
 		{"local suffix on a simple policy", []string{"--fleet", btFleet, "--trace", btTrace, "--policy", "hash:local"}, `unknown policy "hash:local"`},
 		{"requests path", []string{"--fleet", btFleet, "--trace", btTrace, "--policy", "hash", "--requests", "/nonexistent/dir/r.csv"}, "--requests"},
 		{"negative slo", []string{"--fleet", sloFleet(t, "tbot_slo_ms: -5"), "--trace", btTrace}, "tbot_slo_ms -5"},

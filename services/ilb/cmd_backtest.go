@@ -31,7 +31,7 @@ type backtestFlags struct {
 	smooth                                        routing.SmoothConfig
 	swings, fails                                 listFlag
 	skipBad, quiet                                bool
-	parallel                                      int
+	parallel, seeds                               int
 }
 
 func cmdBacktest(ctx context.Context, e *env, args []string) error {
@@ -49,6 +49,8 @@ func cmdBacktest(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&f.format, "format", "auto", "trace format: auto, csv, mooncake, azure or lmbench")
 	fs.Float64Var(&f.speed, "speed", 1, "divide every gap between arrivals by this")
 	fs.Uint64Var(&f.seed, "seed", 1, "seed of every random choice (same seed, same numbers)")
+	fs.IntVar(&f.seeds, "seeds", 1, "run seeds --seed .. --seed+N-1 (with --jitter) and print each policy's mean and range over them;\n"+
+		"--json then writes every run and the summary")
 	fs.StringVar(&f.jsonOut, "json", "", "write the results as JSON to this file")
 	fs.StringVar(&f.report, "report", "", "write an HTML report (index.html with charts) into this directory")
 	fs.StringVar(&f.requests, "requests", "", "write one row per request and policy to this file: CSV, gzip CSV if it ends in .gz,\n"+
@@ -74,6 +76,16 @@ func cmdBacktest(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&f.parallel, "parallel", runtime.GOMAXPROCS(0), "policies simulated at once (results do not depend on it)")
 	if err := parseFlags(fs, e, args); err != nil {
 		return err
+	}
+	switch {
+	case f.seeds < 1 || f.seeds > 1000:
+		return badInput("--seeds %d: want 1 to 1000", f.seeds)
+	case f.seeds > 1 && f.jitter <= 0:
+		return badInput("--seeds %d needs --jitter (1ms is enough): without it every seed replays the same timestamps and the deterministic policies give the same numbers", f.seeds)
+	case f.seeds > 1 && (f.requests != "" || f.report != ""):
+		return badInput("--seeds runs several times: --requests and --report take one run (drop --seeds, or pick a --seed)")
+	case f.seeds > 1:
+		return f.runSeeds(ctx, e)
 	}
 	cfg, tr, err := f.load(e)
 	if err != nil {
