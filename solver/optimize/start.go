@@ -86,7 +86,16 @@ func clamp01(v float64) float64 {
 // and carry the demand together (clearingLoads), priced at F'(λ); a
 // cluster's price starts at its least entry price n + F'(λ), as at an
 // equilibrium, and the centre is zero (the first round is a plain
-// Tikhonov step; later rounds recentre). Per-cluster water-filling was
+// Tikhonov step; later rounds recentre). When the demand is at least the
+// fleet's load cap, the fleet must shed and every price at the optimum
+// lies within the network times' spread below the shed penalty P (the
+// clusters that shed are at P; an engine's price is a bid of one of them
+// less its network time): there clusters start at P. From the least
+// entry price, far below, the clusters rose in groups whose engines are
+// all at their caps, each group stopping where its arcs met another's
+// engines, and leapfrogged toward P in hundreds of steps (721 Newton
+// steps on one random 100x1000 fleet at 105% load, 28-58 on others).
+// Starting at P, the clusters that need not shed only fall. Per-cluster water-filling was
 // tried as a start and cost more than it saved: it spreads every cluster
 // over every engine below its level, far from the optimum, where most
 // engines serve one cluster.
@@ -97,8 +106,9 @@ func (st *state) start(pv *previous) {
 	m := st.m
 	st.warm = pv != nil
 	lam := st.cur.lam
+	overloaded := false
 	if pv == nil {
-		st.clearingLoads(lam)
+		overloaded = st.clearingLoads(lam)
 	} else {
 		for i, a := range pv.arcs {
 			lam[m.arcEng[a]] += pv.w[i] * m.demand[clusterOfArc(m, a)]
@@ -125,6 +135,9 @@ func (st *state) start(pv *previous) {
 		if pv != nil && !math.IsNaN(pv.pi[c]) {
 			pi = min(pv.pi[c], m.penalty)
 		}
+		if overloaded {
+			pi = m.penalty
+		}
 		st.cur.pi[c] = pi
 	}
 }
@@ -132,8 +145,9 @@ func (st *state) start(pv *previous) {
 // clearingLoads sets the loads at which every engine has the same price
 // and together they carry the total demand (or their caps, if it is more):
 // the market-clearing loads of a fleet without network times. It costs a
-// few passes over the engines.
-func (st *state) clearingLoads(lam []float64) {
+// few passes over the engines. It reports whether the demand is at least
+// the fleet's load cap (then every engine is at its cap).
+func (st *state) clearingLoads(lam []float64) (overloaded bool) {
 	m := st.m
 	capacity := 0.0
 	for e := range m.ne {
@@ -175,6 +189,7 @@ func (st *state) clearingLoads(lam []float64) {
 		}
 		mu = next
 	}
+	return m.total > 0 && m.total >= capacity
 }
 
 // centreOnPrevious sets the proximal centre to the previous flows, scaled
