@@ -103,3 +103,37 @@ func reportSolution(b *testing.B, sol *Solution) {
 	}
 	b.ReportMetric(shed, "max-shed")
 }
+
+// BenchmarkSolveRandom solves 12 random 100x1000 fleets of each regime
+// cold, one operation being all 12 (seeds differ from the one fleet of
+// BenchmarkSolve), and reports the most Newton steps any took: the
+// benchmark fleets alone hid solves that took hundreds of steps.
+func BenchmarkSolveRandom(b *testing.B) {
+	for _, r := range []regime{regimeSlack, regimeOverloaded, regimeEligible, regimeBoth} {
+		b.Run("100x1000/"+r.name, func(b *testing.B) {
+			var fleets []*Problem
+			for seed := range uint64(12) {
+				p := randomFleet(b, newRand(1100+31*seed), fleetSpec{clusters: 100, engines: 1000,
+					load: r.load, regions: 25, restricted: r.near})
+				if r.holes > 0 {
+					punchHoles(p, newRand(seed), r.holes)
+				}
+				fleets = append(fleets, p)
+			}
+			b.ReportAllocs()
+			steps := 0
+			clock := startCPU(b)
+			for b.Loop() {
+				for _, p := range fleets {
+					sol, err := Solve(p, DefaultOptions())
+					if err != nil {
+						b.Fatal(err)
+					}
+					steps = max(steps, sol.NewtonSteps)
+				}
+			}
+			clock.stop(b)
+			b.ReportMetric(float64(steps), "max-newton-steps")
+		})
+	}
+}

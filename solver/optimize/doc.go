@@ -42,11 +42,15 @@
 //     cost the sum of their cubes; Armijo/regula-falsi line search on the
 //     concave dual) maximises it. κ starts at 300 ms and falls tenfold a
 //     round. The Hessian counts arcs a few ms short of flowing with a
-//     decaying weight, and groups of clusters whose flows do not respond to
-//     a common price move (they feed only engines at their cap) jump
-//     straight to their next breakpoint: real fleets hold many routes
-//     within a few ms of each other, and without both the line search cuts
-//     every step to a sliver.
+//     decaying weight (the four nearest an engine), and groups of clusters
+//     whose flows do not respond to a common price move (they feed only
+//     engines at their cap) jump straight to their next breakpoint, groups
+//     that meet there moving the same way together: real fleets hold many
+//     routes within a few ms of each other, and without both the line
+//     search cuts every step to a sliver. A cold solve starts from the
+//     market-clearing engine prices (every cluster at its cheapest route),
+//     or, when the demand is at least the fleet's load cap, with every
+//     cluster at the shed penalty, near which all optimal prices then lie.
 //  2. The exact finish, once a round's duality gap is below 1e-2 (usually
 //     after the first round): the tie method (ties.go). Its state is a
 //     point of the unregularised dual that is always dual feasible: every

@@ -272,11 +272,12 @@ const (
 )
 
 // maxNear caps the arcs per engine the Hessian counts besides those that
-// carry flow: the pairs cost grows with its square. 4 rather than 16: on
-// 48 random 100x1000 fleets (slack, overloaded, eligibility holes, both)
-// cold solves took 10-35% less CPU in total, the Newton steps cheaper and
-// not more of them on the whole (issue 15, fourth pass); the tie method
-// finishes from the round's point either way.
+// carry flow: the pairs cost grows with its square. 4 rather than 16
+// (issue 15, fourth pass): BenchmarkSolveRandom's 48 random 100x1000
+// fleets took 5-15% less CPU (medians of five alternating runs), the
+// steps cheaper and, but in slack, the most steps fewer; on the single
+// fleets of BenchmarkSolve the difference was within the machine's noise
+// either way. The tie method finishes from the round's point regardless.
 const maxNear = 4
 
 // keepHeaviest adds a to soft, which holds at most maxNear arcs sorted by
