@@ -87,8 +87,9 @@ func (st *state) jumpIdle() bool {
 // (one round centred on the previous solution, Options.ChurnMs) still
 // moves them one at a time: its groups start near their prices, and it
 // is the solve the backtester routes by, whose results changed with it
-// (the overload hour's SLO attainment 0.2327 to 0.2267, by the chaos of
-// feedback rather than worse solutions, but not checked further).
+// (on main at d39c09a, the overload hour's SLO attainment 0.2327 to
+// 0.2267; whether from the feedback loop's sensitivity or from worse
+// churn solves was not checked).
 func (st *state) idleSteps(g *groups, idle []bool, grad []float64) []float64 {
 	m := st.m
 	step := make([]float64, m.nc)
