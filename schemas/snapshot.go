@@ -26,6 +26,12 @@ type Snapshot struct {
 	// start within the TTFT SLO (services/internal/routing.QueueLimit).
 	// Optional: without them the data plane admits everything.
 	QueueLimits map[string]float64 `json:"queue_limits,omitempty"`
+	// PrefillLimits are the data plane's other admission limits: for each
+	// engine, how many prompt tokens may be queued for prefill ahead of a
+	// new request for it still to start within the TTFT SLO (prefill rate
+	// × replicas × ttft_slo_ms; services/internal/routing.PrefillLimit).
+	// Optional: without them only the queue limits apply.
+	PrefillLimits map[string]float64 `json:"prefill_limits,omitempty"`
 	// Classes are the weights of each request class (a model and a band
 	// of prompt lengths, fleet_models.go) of a fleet with more than one
 	// class; the top-level weights are then their demand-weighted mix,

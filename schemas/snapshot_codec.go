@@ -49,7 +49,10 @@ func (s *Snapshot) validate() error {
 	if err := validateWeights(s.Weights, s.ShedFraction); err != nil {
 		return err
 	}
-	if err := validateQueueLimits(s.QueueLimits); err != nil {
+	if err := validateLimits("queue_limits", s.QueueLimits); err != nil {
+		return err
+	}
+	if err := validateLimits("prefill_limits", s.PrefillLimits); err != nil {
 		return err
 	}
 	if s.Table != nil {
@@ -60,15 +63,15 @@ func (s *Snapshot) validate() error {
 	return validateClasses(s.Classes)
 }
 
-// validateQueueLimits checks every limit is a finite number >= 0 for a
-// named engine, in sorted order.
-func validateQueueLimits(limits map[string]float64) error {
+// validateLimits checks every limit of field is a finite number >= 0
+// for a named engine, in sorted order.
+func validateLimits(field string, limits map[string]float64) error {
 	for _, e := range slices.Sorted(maps.Keys(limits)) {
 		if e == "" {
-			return errors.New("queue_limits: empty engine name")
+			return fmt.Errorf("%s: empty engine name", field)
 		}
 		if v := limits[e]; !(v >= 0) || math.IsInf(v, 1) {
-			return fmt.Errorf("queue_limits[%s] %v must be finite and >= 0", e, v)
+			return fmt.Errorf("%s[%s] %v must be finite and >= 0", field, e, v)
 		}
 	}
 	return nil
@@ -188,6 +191,9 @@ func DecodeSnapshot(data []byte) (*Snapshot, error) {
 	}
 	if len(s.QueueLimits) == 0 {
 		s.QueueLimits = nil
+	}
+	if len(s.PrefillLimits) == 0 {
+		s.PrefillLimits = nil
 	}
 	return &s, nil
 }

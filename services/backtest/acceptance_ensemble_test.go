@@ -43,30 +43,37 @@ func TestAcceptanceEnsemble(t *testing.T) {
 		{"azure two regions", fleetAzure, azureTrace, azure, 1.5},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
-			runs := make([]*Result, 0, ensembleSeeds)
-			for seed := range uint64(ensembleSeeds) {
-				res, err := stretchBacktest(t, sc.fleet, sc.trace, func(c *Config) {
-					c.Policies, c.Seed, c.Jitter, c.Speed = slices.Clone(Policies), seed+1, time.Millisecond, sc.speed
-				}).Run(context.Background())
-				if err != nil {
-					t.Fatal(err)
-				}
-				runs = append(runs, res)
-				if sc.b.churn {
-					by := byPolicy(res)
-					if opt, pid := by[PolicyOptimizer].WeightChurn, by[PolicyPID].WeightChurn; !(opt < pid) {
-						t.Errorf("seed %d: optimizer weight churn %.4f, want below pid's %.4f", seed+1, opt, pid)
-					}
+			runs := runSeeds(t, sc.fleet, sc.trace, ensembleSeeds, func(c *Config) { c.Speed = sc.speed })
+			for _, res := range runs {
+				by := byPolicy(res)
+				if opt, pid := by[PolicyOptimizer].WeightChurn, by[PolicyPID].WeightChurn; sc.b.churn && !(opt < pid) {
+					t.Errorf("seed %d: optimizer weight churn %.4f, want below pid's %.4f", res.Seed, opt, pid)
 				}
 			}
-			mean := meanResults(runs)
-			for _, name := range []string{PolicyOptimizer, PolicyLeastLoaded, "jsq-admission", PolicyPID} {
-				p := mean[name]
-				t.Logf("%-14s mean attainment %.4f  shed %4d  cache %.3f  churn %.4f", name, p.SLOAttainment, p.Shed, p.CacheHitRatio, p.WeightChurn)
-			}
-			checkOptimizer(t, mean, sc.b)
+			checkOptimizer(t, meanResults(t, runs), sc.b)
 		})
 	}
+}
+
+// runSeeds runs every policy on fleet and trace once per seed 1..n, each
+// arrival moved by up to a millisecond drawn from the seed
+// (Config.Jitter), mutate applied to each run's config.
+func runSeeds(t *testing.T, fleet, trace string, n int, mutate func(*Config)) []*Result {
+	t.Helper()
+	runs := make([]*Result, 0, n)
+	for seed := range uint64(n) {
+		res, err := stretchBacktest(t, fleet, trace, func(c *Config) {
+			c.Policies, c.Seed, c.Jitter = slices.Clone(Policies), seed+1, time.Millisecond
+			if mutate != nil {
+				mutate(c)
+			}
+		}).Run(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, res)
+	}
+	return runs
 }
 
 // byPolicy indexes a result's policies by name.
@@ -80,8 +87,10 @@ func byPolicy(res *Result) map[string]*PolicyResult {
 
 // meanResults averages, policy by policy, what checkOptimizer reads:
 // SLO attainment, shed (count and fraction), cache hit ratio and weight
-// churn; WeightUpdates is the fewest of any run.
-func meanResults(runs []*Result) map[string]*PolicyResult {
+// churn; WeightUpdates is the fewest of any run. It logs the optimizer's
+// and the references' means.
+func meanResults(t *testing.T, runs []*Result) map[string]*PolicyResult {
+	t.Helper()
 	out := map[string]*PolicyResult{}
 	n := float64(len(runs))
 	shed := map[string]float64{}
@@ -102,6 +111,11 @@ func meanResults(runs []*Result) map[string]*PolicyResult {
 	}
 	for name, m := range out {
 		m.Shed = int(math.Round(shed[name]))
+	}
+	for _, name := range []string{PolicyOptimizer, PolicyLeastLoaded, "jsq-admission", PolicyPID, PolicyHash} {
+		if p, ok := out[name]; ok {
+			t.Logf("%-14s mean over %d runs: attainment %.4f  shed %4d  cache %.3f  churn %.4f", name, len(runs), p.SLOAttainment, p.Shed, p.CacheHitRatio, p.WeightChurn)
+		}
 	}
 	return out
 }

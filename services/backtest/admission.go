@@ -12,9 +12,18 @@ import (
 // reported it plus the requests it has sent it since.
 
 // setLimits installs the engines' queue limits (by engine index; nil
-// turns local admission off).
+// turns local admission off) and, the first time, their prefill limits
+// (routing.PrefillLimits: the fleet's, as the snapshots carry them).
 func (p *tablePicker) setLimits(limits []float64) {
 	p.limits = limits
+	if p.prefill == nil && limits != nil {
+		p.prefill = make([]float64, len(p.s.fi.engines))
+		for name, l := range routing.PrefillLimits(p.s.fi.f) {
+			if e, ok := p.s.fi.engineIndex(name); ok {
+				p.prefill[e] = l
+			}
+		}
+	}
 	if p.pend == nil && limits != nil {
 		s := p.s
 		p.pend, p.pendTok = make([]int32, s.w.len()), make([]int64, len(s.fi.clusters)*len(s.fi.engines))
@@ -92,10 +101,21 @@ func (p *tablePicker) sent(c, e int) {
 }
 
 // admits reports whether table engine idx of cluster p.c admits a
-// request (ongoing: of a conversation under way).
+// request (ongoing: of a conversation under way), as the data plane's
+// slot.admits: its queue under the queue limit, and the prompt tokens
+// pending there (this cluster's, and the others' as last shared) under
+// the prefill limit.
 func (p *tablePicker) admits(idx int, ongoing bool) bool {
 	e := int(p.toEngine[p.c][idx])
-	return routing.Admit(p.queued(p.c, e), p.limits[e], ongoing)
+	if !routing.Admit(p.queued(p.c, e), p.limits[e], ongoing) {
+		return false
+	}
+	c := int(p.s.fi.rowCluster[p.c])
+	tok := p.pendTok[c*len(p.s.fi.engines)+e]
+	if p.syncLag > 0 {
+		tok += p.othersPending(c, e)
+	}
+	return routing.Admit(float64(tok), p.prefill[e], ongoing)
 }
 
 // refuses is the skip of the admission spill: unusable, or over its limit.

@@ -65,6 +65,7 @@ type tablePicker struct {
 	// last status it saw (sentBy[c*ne+e], valid at status generation
 	// sentGen[c]).
 	limits  []float64
+	prefill []float64 // by engine: the prefill limits (routing.PrefillLimits), with limits
 	sentBy  []int32
 	sentGen []uint64
 	// Prefill sent and not yet started answering (prefillSent): prompt

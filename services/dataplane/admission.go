@@ -13,7 +13,7 @@ import (
 // ErrAdmission: local admission refused the request, every engine it may
 // use having more requests waiting than it can start within the TTFT SLO
 // (429, counted apart from the snapshot's shed).
-var ErrAdmission = errors.New("admission: every engine's queue is over what it can start within the SLO")
+var ErrAdmission = errors.New("admission: every engine's queue or pending prefill is over what it can start within the SLO")
 
 // live is an engine's queue as this process sees it, read on the request
 // path without a lock: the waiting and running counts of its last status,
@@ -84,10 +84,15 @@ func (l *live) end(gen uint64) {
 }
 
 // admits reports whether the engine of slot s takes a request under local
-// admission (routing.Admit with the snapshot's queue limit).
+// admission: routing.Admit with the snapshot's queue limit on its queue
+// (when a fresh status says what it is), and with its prefill limit on
+// the prompt tokens pending there, this process's and the other data
+// planes' as they last shared them (routing.PrefillLimit).
 func (s *slot) admits(ongoing bool) bool {
-	q, ok := s.eng.live.queue()
-	return !ok || routing.Admit(q, s.limit, ongoing)
+	if q, ok := s.eng.live.queue(); ok && !routing.Admit(q, s.limit, ongoing) {
+		return false
+	}
+	return routing.Admit(float64(s.eng.live.pending.Load()+s.eng.live.remote.Load()), s.prefill, ongoing)
 }
 
 // load is slot s's load for the choice among candidates (routing.

@@ -167,3 +167,47 @@ func TestAdmissionForgetsEndedRequests(t *testing.T) {
 		t.Fatalf("after it ended: %s, want eng-a", got)
 	}
 }
+
+// TestAdmissionByPendingPrefill: with the snapshot's prefill limits, an
+// engine whose pending prompt tokens (this process's and the other data
+// planes' as shared) would not be prefilled within the SLO takes no new
+// conversation: it goes to the other engine, is refused (429) when both
+// are over, and an ongoing one is admitted up to twice the limit.
+// Without prefill limits the same queues admit everything.
+func TestAdmissionByPendingPrefill(t *testing.T) {
+	clk := newClock(t0)
+	d := newDP(t, testConfig("fe-a"), Deps{Now: clk.Now})
+	s := snap("fe-a", 1, map[string]float64{"eng-a": 0.5, "eng-b": 0.5})
+	s.QueueLimits = map[string]float64{"eng-a": 100, "eng-b": 100}
+	s.PrefillLimits = map[string]float64{"eng-a": 20_000, "eng-b": 20_000}
+	mustSet(t, d, s)
+	for _, e := range []string{"eng-a", "eng-b"} {
+		d.ObserveStatus(schemas.EngineStatus{Engine: e, TimeUnixNano: 1, Health: schemas.HealthHealthy, ReadyReplicas: 1, TotalReplicas: 1})
+	}
+	ongoing := ""
+	for i := 0; ongoing == ""; i++ {
+		if k := "old-" + strconv.Itoa(i); pickName(t, d, "fe-a", k) == "eng-a" {
+			ongoing = k
+		}
+	}
+	liveOf(d, "eng-a").pending.Store(15_000)
+	liveOf(d, "eng-a").remote.Store(10_000) // 25,000 > 20,000
+	for i := range 100 {
+		if got := pickName(t, d, "fe-a", "new-"+strconv.Itoa(i)); got != "eng-b" {
+			t.Fatalf("new conversation %d went to %s, over its prefill limit", i, got)
+		}
+	}
+	if got := pickName(t, d, "fe-a", ongoing); got != "eng-a" {
+		t.Fatalf("ongoing conversation moved to %s (25,000 pending < 2 × 20,000)", got)
+	}
+	liveOf(d, "eng-b").remote.Store(20_000)
+	if _, err := tryPick(d, "fe-a", "late"); !errors.Is(err, ErrAdmission) {
+		t.Fatalf("both engines over their prefill limits: %v, want ErrAdmission", err)
+	}
+	s2 := snap("fe-a", 2, map[string]float64{"eng-a": 0.5, "eng-b": 0.5})
+	s2.QueueLimits = s.QueueLimits
+	mustSet(t, d, s2)
+	if _, err := tryPick(d, "fe-a", "late"); err != nil {
+		t.Fatalf("without prefill limits: %v, want admitted", err)
+	}
+}

@@ -160,7 +160,7 @@ func (c *cluster) buildTableLocked(reg *registry, pp pickerParams, t *sched.Tabl
 	p.byID = make(map[uint16]int, len(p.slots))
 	for i := range p.slots {
 		e := reg.getLocked(t.Engine(i))
-		s := slot{eng: e, cell: c.cellLocked(e), limit: c.snap.QueueLimits[e.name]}
+		s := slot{eng: e, cell: c.cellLocked(e), limit: c.snap.QueueLimits[e.name], prefill: c.snap.PrefillLimits[e.name]}
 		s.avail, s.why = e.availableLocked(pp.now, pp.statusTTL)
 		if s.avail && pp.needURL && e.url() == "" {
 			s.avail, s.why = false, reasonUnhealthy

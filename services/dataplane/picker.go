@@ -54,6 +54,7 @@ type slot struct {
 	share   float64  // bounded-load share, over available engines with slots
 	penalty uint64   // keys with penaltyHash(h) < penalty leave it (new conversations)
 	limit   float64  // local admission queue limit from the snapshot; 0: none
+	prefill float64  // local admission prefill limit (prompt tokens) from the snapshot; 0: none
 }
 
 // picker is an immutable routing state for one cluster. The zero-snapshot

@@ -95,11 +95,17 @@ func checkServed(t *testing.T, f *schemas.Fleet, c schemas.FleetCluster, s *sche
 			t.Errorf("%s: weight on %s, which it may not use", c.Name, e)
 		}
 	}
-	// Local admission limits for every engine it may use, capacity × SLO.
+	// Local admission limits for every engine it may use: capacity × SLO
+	// requests, and prefill rate × replicas × SLO prompt tokens.
 	for _, fe := range f.Engines {
 		l, ok := s.QueueLimits[fe.Name]
 		if f.Eligible(c, fe) != ok || (ok && !(l >= 1)) {
 			t.Errorf("%s: queue limit of %s %v (present %v), eligible %v", c.Name, fe.Name, l, ok, f.Eligible(c, fe))
+		}
+		pl, ok := s.PrefillLimits[fe.Name]
+		want := fe.PrefillTokensPerS * float64(max(fe.Replicas, 1)) * f.TTFTSLOMs / 1000
+		if f.Eligible(c, fe) != ok || (ok && math.Abs(pl-want) > 1e-6*want) {
+			t.Errorf("%s: prefill limit of %s %v (present %v), want %v, eligible %v", c.Name, fe.Name, pl, ok, want, f.Eligible(c, fe))
 		}
 	}
 	if s.Table == nil {

@@ -25,6 +25,7 @@ type solveResult struct {
 	digest   string
 	solveMs  float64
 	limits   map[string]float64 // local admission queue limits, by engine
+	prefill  map[string]float64 // local admission prefill limits, by engine (routing.PrefillLimits)
 }
 
 // solve estimates demand, derates capacity, builds the problem, solves it
@@ -68,7 +69,7 @@ func (o *Optimizer) solve(at time.Time) (*solveResult, error) {
 	}
 	return &solveResult{at: at, asOf: o.in.newestEnd, problem: p, sol: sol, caps: caps, rows: rows, demand: dem,
 		observed: maps.Clone(o.dem.observed), plans: plans, digest: digest(p),
-		limits: routing.QueueLimits(p, f.TTFTSLOMs)}, nil
+		limits: routing.QueueLimits(p, f.TTFTSLOMs), prefill: routing.PrefillLimits(f)}, nil
 }
 
 // plans turns the solution into each demand row's weights and table
@@ -126,7 +127,8 @@ func (r *solveResult) snapshots(f *schemas.Fleet) []*schemas.Snapshot {
 	out := make([]*schemas.Snapshot, 0, len(f.Clusters))
 	for c, fc := range f.Clusters {
 		s := routing.ClusterSnapshot(r.rows, c, plans)
-		s.Cluster, s.InputsDigest, s.QueueLimits = fc.Name, r.digest, r.clusterLimits(c)
+		s.Cluster, s.InputsDigest = fc.Name, r.digest
+		s.QueueLimits, s.PrefillLimits = r.clusterLimits(c, r.limits), r.clusterLimits(c, r.prefill)
 		if r.asOf > 0 {
 			s.InputsAsOf = time.Unix(0, r.asOf).UTC()
 		}
@@ -135,13 +137,13 @@ func (r *solveResult) snapshots(f *schemas.Fleet) []*schemas.Snapshot {
 	return out
 }
 
-// clusterLimits are the queue limits of the engines cluster c's rows may
-// use.
-func (r *solveResult) clusterLimits(c int) map[string]float64 {
+// clusterLimits are the limits (queue or prefill) of the engines cluster
+// c's rows may use.
+func (r *solveResult) clusterLimits(c int, limits map[string]float64) map[string]float64 {
 	out := map[string]float64{}
 	for _, row := range r.rows.ClusterRows(c) {
 		for _, e := range r.problem.Eligible[r.rows.Rows[row].Name] {
-			if l, ok := r.limits[e]; ok {
+			if l, ok := limits[e]; ok {
 				out[e] = l
 			}
 		}

@@ -3,6 +3,7 @@ package routing
 import (
 	"math"
 
+	"github.com/ilb-router/ilb/schemas"
 	"github.com/ilb-router/ilb/solver/optimize"
 	"github.com/ilb-router/ilb/solver/sched"
 )
@@ -30,6 +31,36 @@ func QueueLimit(capacityRPS, ttftSLOMs float64) float64 {
 		return 0
 	}
 	return max(1, capacityRPS*ttftSLOMs/1000)
+}
+
+// PrefillLimit is how many prompt tokens may be queued for prefill at an
+// engine ahead of a new request for it still to start within ttftSLOMs:
+// its prefill rate × replicas × the SLO. A queue of requests hides their
+// sizes: ten waiting 60,000-token prompts are a minute of prefill on an
+// h100 where ten 2,000-token ones are two seconds. The data plane admits
+// a request at an engine only while both limits hold; the prompts pending
+// there are exactly what it sent and has no answer to, plus what the
+// other data planes share (services/dataplane, pending_sync.go). It is
+// the rule of the backtester's jsq-admission reference, by prompt tokens
+// as it counts them. 0 (no limit) when the rate or SLO is not positive.
+func PrefillLimit(prefillTokensPerS float64, replicas int, ttftSLOMs float64) float64 {
+	v := prefillTokensPerS * float64(max(replicas, 1)) * ttftSLOMs / 1000
+	if !(prefillTokensPerS > 0) || !(ttftSLOMs > 0) || math.IsInf(v, 1) {
+		return 0
+	}
+	return v
+}
+
+// PrefillLimits is PrefillLimit of every engine of the fleet, by name,
+// from its prefill_tokens_per_s and replicas and the fleet's ttft_slo_ms.
+func PrefillLimits(f *schemas.Fleet) map[string]float64 {
+	out := make(map[string]float64, len(f.Engines))
+	for _, e := range f.Engines {
+		if l := PrefillLimit(e.PrefillTokensPerS, e.Replicas, f.TTFTSLOMs); l > 0 {
+			out[e.Name] = l
+		}
+	}
+	return out
 }
 
 // QueueLimits is QueueLimit of every engine of p (capacities derated).

@@ -5,6 +5,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/ilb-router/ilb/schemas"
 	"github.com/ilb-router/ilb/solver/optimize"
 	"github.com/ilb-router/ilb/solver/sched"
 )
@@ -131,6 +132,40 @@ func TestMove(t *testing.T) {
 		}
 		if got := Move(tab, h, 0, MoveMin-1, open, func(i int) float64 { return loads[i] }); got != 0 {
 			t.Errorf("Move at loads %v, %v with nothing held at its engine = %d, want its own engine", tc.a, tc.b, got)
+		}
+	}
+}
+
+// TestPrefillLimit: prefill rate × replicas × the SLO in tokens; 0 (no
+// limit) without a positive rate or SLO; PrefillLimits covers the fleet.
+func TestPrefillLimit(t *testing.T) {
+	for _, tc := range []struct {
+		tps      float64
+		replicas int
+		slo      float64
+		want     float64
+	}{
+		{9282, 1, 10000, 92820}, // an h100 prefills 92,820 tokens in 10 s
+		{3086, 0, 2000, 6172},   // replicas 0 reads as 1
+		{3000, 2, 2000, 12000},
+		{0, 1, 2000, 0},
+		{math.NaN(), 1, 2000, 0},
+		{3000, 1, 0, 0},
+		{math.Inf(1), 1, 1000, 0},
+	} {
+		if got := PrefillLimit(tc.tps, tc.replicas, tc.slo); got != tc.want {
+			t.Errorf("PrefillLimit(%v, %d, %v) = %v, want %v", tc.tps, tc.replicas, tc.slo, got, tc.want)
+		}
+	}
+	f := schemas.ExampleFleet()
+	f.TTFTSLOMs = 2000
+	got := PrefillLimits(f)
+	if len(got) != len(f.Engines) {
+		t.Fatalf("PrefillLimits = %v, want one per engine of %d", got, len(f.Engines))
+	}
+	for _, e := range f.Engines {
+		if want := e.PrefillTokensPerS * float64(max(e.Replicas, 1)) * 2; math.Abs(got[e.Name]-want) > 1e-9 {
+			t.Errorf("%s: %v, want %v", e.Name, got[e.Name], want)
 		}
 	}
 }
