@@ -95,7 +95,7 @@ func newMetrics(mp metric.MeterProvider, d *DataPlane) (*metrics, error) {
 	obs.shed, err = m.Int64ObservableCounter(metricShed, metric.WithDescription("Requests shed by the snapshot's shed fraction (429)."))
 	add(err)
 	obs.refused, err = m.Int64ObservableCounter(metricRefused,
-		metric.WithDescription("Requests refused by local admission (429): every engine had more waiting than it can start within the TTFT SLO."))
+		metric.WithDescription("Requests refused by local admission (429): no engine could start them within the TTFT SLO (queue or pending prefill over its limit)."))
 	add(err)
 	obs.requests, err = m.Int64ObservableCounter(metricRequests, metric.WithDescription("Requests answered, by status code."))
 	add(err)
