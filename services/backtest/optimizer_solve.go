@@ -41,9 +41,10 @@ func (p *optimizerPolicy) solve(s *sim) error {
 	p.calib.record(s.now, s.fi.engines, prob)
 	weights := make(map[string]map[string]float64, s.fi.nrows())
 	shed := make(map[string]float64, s.fi.nrows())
+	released := p.release.Observe(routing.TotalDemand(prob), routing.Sheds(sol))
 	for _, c := range s.fi.rowName {
 		weights[c], shed[c] = routing.Normalize(sol.Weights[c], routing.PublishedShed(sol.ShedFraction[c], routing.DemandKnown(s.fi.f, p.demand)))
-		if p.published != nil {
+		if p.published != nil && !released {
 			weights[c], shed[c] = routing.Smooth(p.cfg.Smooth, p.published[c], p.pubShed[c], weights[c], shed[c],
 				routing.Usable(prob, c), time.Duration(s.now-p.publishedNs))
 		}

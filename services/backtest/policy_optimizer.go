@@ -140,6 +140,7 @@ type optimizerPolicy struct {
 	publishedNs int64 // when the current solution was published
 	calib       calibrator
 	solver      optimize.Solver // keeps the model between solves
+	release     routing.Release // when smoothing stops (routing.Smooth)
 }
 
 // calibration is the model's calibration over the run (recorder.finish).

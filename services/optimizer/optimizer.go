@@ -58,7 +58,8 @@ type Optimizer struct {
 	dem       *demand
 	shape     *shape
 	prev      published
-	prevAsOf  int64 // asOf of this instance's last publish (1 when it had none)
+	prevAsOf  int64           // asOf of this instance's last publish (1 when it had none)
+	release   routing.Release // when smoothing a shedding row stops
 	sched     schedule
 	parent    trace.SpanContext // latest record that triggered the next solve
 	links     []trace.Link      // the others

@@ -63,7 +63,11 @@ func (o *Optimizer) solve(at time.Time) (*solveResult, error) {
 	if err := checkSolution(p, sol); err != nil {
 		return nil, err
 	}
-	plans, err := o.plans(p, sol, idle, o.dem.known() || f.TotalDemandRPS > 0, o.sincePublish())
+	since := o.sincePublish()
+	if o.release.Observe(routing.TotalDemand(p), routing.Sheds(sol)) {
+		since = 0 // the overload has ended: no smoothing (routing.Release)
+	}
+	plans, err := o.plans(p, sol, idle, o.dem.known() || f.TotalDemandRPS > 0, since)
 	if err != nil {
 		return nil, err
 	}

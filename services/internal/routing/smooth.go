@@ -121,3 +121,52 @@ func Usable(p *optimize.Problem, c string) func(engine string) bool {
 		return ok && p.Engines[i].CapacityRps > 0
 	}
 }
+
+// ReleaseDrop is how far the fleet's demand must fall below what it was
+// at the solver's last shortfall for smoothing to be released.
+const ReleaseDrop = 0.2
+
+// Release tells when an overload has ended, so that smoothing stops at
+// once instead of decaying: at the edge of capacity the solver stops and
+// starts shedding every few seconds with the fleet's demand steady,
+// which is what smoothing is for, but after a demand swing the demand
+// falls, and the shed fraction decaying over minutes would refuse what
+// the fleet can serve. It remembers the fleet's total demand at the
+// solver's last shortfall; once the solver sheds nothing and the demand
+// has fallen ReleaseDrop below that, the rows publish their solutions as
+// they are until the solver sheds again. The zero value is ready.
+type Release struct {
+	atShortfall float64 // total demand at the last solve that shed
+	released    bool
+}
+
+// Observe takes a solve: the fleet's total demand and whether the solver
+// shed anything. It reports whether smoothing is released.
+func (r *Release) Observe(demand float64, sheds bool) bool {
+	switch {
+	case sheds:
+		r.atShortfall, r.released = demand, false
+	case demand < (1-ReleaseDrop)*r.atShortfall:
+		r.released = true
+	}
+	return r.released
+}
+
+// TotalDemand is the sum of p's rows' demand.
+func TotalDemand(p *optimize.Problem) float64 {
+	sum := 0.0
+	for _, c := range p.Clusters {
+		sum += c.DemandRps
+	}
+	return sum
+}
+
+// Sheds reports whether sol sheds a fraction of some row (MinShed or more).
+func Sheds(sol *optimize.Solution) bool {
+	for _, f := range sol.ShedFraction {
+		if f >= MinShed {
+			return true
+		}
+	}
+	return false
+}

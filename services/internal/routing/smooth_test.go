@@ -181,3 +181,44 @@ func TestUsable(t *testing.T) {
 		}
 	}
 }
+
+// TestRelease: smoothing is released once the solver sheds nothing and
+// the fleet's demand has fallen ReleaseDrop below what it was at the last
+// shortfall, stays released until the solver sheds again, and is not
+// released by the solver merely stopping to shed at a steady demand.
+func TestRelease(t *testing.T) {
+	var r Release
+	for i, step := range []struct {
+		demand float64
+		sheds  bool
+		want   bool
+	}{
+		{5, false, false},  // nothing shed yet
+		{10, true, false},  // a shortfall at demand 10
+		{10, false, false}, // the solver stops shedding, demand steady: the edge of capacity
+		{9, false, false},  // 10% down
+		{10.5, true, false},
+		{8.5, false, false}, // 19% below 10.5
+		{8.3, false, true},  // 21% below: the overload has ended
+		{9.5, false, true},  // stays released
+		{9.5, true, false},  // a new shortfall
+	} {
+		if got := r.Observe(step.demand, step.sheds); got != step.want {
+			t.Fatalf("step %d (demand %v, sheds %v): released %v, want %v", i, step.demand, step.sheds, got, step.want)
+		}
+	}
+}
+
+// TestShedsAndTotalDemand: the helpers Release is fed with.
+func TestShedsAndTotalDemand(t *testing.T) {
+	p := &optimize.Problem{Clusters: []optimize.Cluster{{Name: "a", DemandRps: 1.5}, {Name: "b", DemandRps: 2}}}
+	if got := TotalDemand(p); got != 3.5 {
+		t.Errorf("TotalDemand = %v, want 3.5", got)
+	}
+	if Sheds(&optimize.Solution{ShedFraction: map[string]float64{"a": 0, "b": MinShed / 2}}) {
+		t.Error("a fraction under MinShed counts as shedding")
+	}
+	if !Sheds(&optimize.Solution{ShedFraction: map[string]float64{"a": 0, "b": 0.01}}) {
+		t.Error("a shed of 0.01 does not count")
+	}
+}
