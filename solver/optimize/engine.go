@@ -85,6 +85,9 @@ func (f *engineCost) loadAtPriceFrom(v, warm float64) float64 {
 	for range 100 {
 		d1, d2 := f.marginal(l)
 		g := d1 - v
+		if math.Abs(g) <= 1e-15*v {
+			break
+		}
 		if g > 0 {
 			hi = l
 		} else {
