@@ -204,6 +204,14 @@ func TestAdmissionByPendingPrefill(t *testing.T) {
 	if _, err := tryPick(d, "fe-a", "late"); !errors.Is(err, ErrAdmission) {
 		t.Fatalf("both engines over their prefill limits: %v, want ErrAdmission", err)
 	}
+	// GET /v1/routing shows the limits and the pending prompt tokens, so
+	// an operator can see why a 429 came.
+	info := decodeJSON[routingInfo](t, getPath(d.Handler(), "/v1/routing?cluster=fe-a"))
+	for _, e := range info.Engines {
+		if e.Name == "eng-a" && (e.QueueLimit != 100 || e.PrefillLimit != 20_000 || e.PendingTokens != 15_000 || e.RemoteTokens != 10_000) {
+			t.Errorf("/v1/routing eng-a: %+v, want limits 100 and 20000, pending 15000 + 10000", e)
+		}
+	}
 	s2 := snap("fe-a", 2, map[string]float64{"eng-a": 0.5, "eng-b": 0.5})
 	s2.QueueLimits = s.QueueLimits
 	mustSet(t, d, s2)

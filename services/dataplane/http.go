@@ -107,6 +107,13 @@ type engineInfo struct {
 	Penalised bool    `json:"latency_penalised,omitempty"`
 	InFlight  int64   `json:"in_flight"`
 	Picks     int64   `json:"picks"`
+	// Local admission: the snapshot's limits (0: none) and the prompt
+	// tokens pending prefill there, this process's and the other data
+	// planes' as shared (README.md, Guardrails).
+	QueueLimit    float64 `json:"queue_limit"`
+	PrefillLimit  float64 `json:"prefill_limit"`
+	PendingTokens int64   `json:"pending_prompt_tokens"`
+	RemoteTokens  int64   `json:"others_pending_prompt_tokens"`
 }
 
 func (d *DataPlane) serveRouting(w http.ResponseWriter, r *http.Request) {
@@ -172,7 +179,8 @@ func (d *DataPlane) routingInfo(c *cluster, now time.Time) routingInfo {
 		s := &p.slots[i]
 		info.Engines = append(info.Engines, engineInfo{Name: s.eng.name, Available: s.avail, Reason: s.why.String(),
 			Share: shares[i], LoadShare: s.share, Penalised: s.penalty != 0,
-			InFlight: s.cell.inflight.Load(), Picks: s.cell.picks.Load()})
+			InFlight: s.cell.inflight.Load(), Picks: s.cell.picks.Load(), QueueLimit: s.limit, PrefillLimit: s.prefill,
+			PendingTokens: s.eng.live.pending.Load(), RemoteTokens: s.eng.live.remote.Load()})
 	}
 	return info
 }
