@@ -55,7 +55,7 @@ func cmdOptimizer(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&cfg.ProfilesTopic, "profiles-topic", cfg.ProfilesTopic, "Kafka topic of the fitted profiles")
 	fs.Float64Var(&cfg.ChurnMs, "churn-ms", cfg.ChurnMs, "price in ms per request of moving a cluster's whole traffic between engines")
 	fs.DurationVar(&cfg.Smooth.Weights, "smooth-weights", cfg.Smooth.Weights, "while a cluster sheds (or shed at the last publish), the time constant with which its published split over the engines follows the solver; 0 publishes each solution as solved")
-	fs.DurationVar(&cfg.Smooth.Shed, "smooth-shed", cfg.Smooth.Shed, "the same for its shed fraction; a fraction falling under 0.3% while the solver sheds nothing stops at once")
+	fs.DurationVar(&cfg.Smooth.Shed, "smooth-shed", cfg.Smooth.Shed, "the same for its shed fraction; it stops at once when it falls under 0.3% while the solver sheds nothing, and for every cluster once the solver sheds nothing and the fleet's demand is 20% below its level at the last shortfall (the overload has ended)")
 	fs.Float64Var(&cfg.MeanPromptTokens, "mean-prompt-tokens", cfg.MeanPromptTokens, "prompt size assumed by the prior profile of an engine not fitted yet, until the feature windows report the mean request served")
 	fs.Float64Var(&cfg.ShapeAlpha, "shape-alpha", cfg.ShapeAlpha, "weight of each solve's new windows in the mean request (prompt, output, cached share) that sizes the prior profiles, in (0, 1]")
 	if err := parseFlags(fs, e, args); err != nil {
