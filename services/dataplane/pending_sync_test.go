@@ -62,7 +62,9 @@ func TestPendingSyncSharesPrefill(t *testing.T) {
 	a, stopA, _ := syncedDP(t, url, "fe-a", eng)
 	b, _, bMetrics := syncedDP(t, url, "fe-b", eng)
 
-	eng.delay.Store(int64(800 * time.Millisecond)) // the answer's headers wait
+	// The answer's headers wait 3 s: the prompt is pending that long, the
+	// time b has to see it (800 ms flaked under -race on a loaded machine).
+	eng.delay.Store(int64(3 * time.Second))
 	done := make(chan int, 1)
 	go func() { done <- chatSized(a.Handler(), "long-prompt", 40000) }()
 	own := liveOf(a, "eng-a")
@@ -72,7 +74,7 @@ func TestPendingSyncSharesPrefill(t *testing.T) {
 		t.Fatalf("a's pending prefill %d tokens for a 40 kB prompt", want)
 	}
 	remote := liveOf(b, "eng-a")
-	waitFor(t, 2*time.Second, "b sees a's pending prefill", func() bool { return remote.remote.Load() == want })
+	waitFor(t, 2500*time.Millisecond, "b sees a's pending prefill", func() bool { return remote.remote.Load() == want })
 	if got := liveOf(a, "eng-a").remote.Load(); got != 0 {
 		t.Errorf("a counts its own pending prefill as another's: %d", got)
 	}
@@ -86,7 +88,7 @@ func TestPendingSyncSharesPrefill(t *testing.T) {
 
 	// A data plane that stops publishing stops counting after the TTL.
 	go func() { done <- chatSized(a.Handler(), "another", 40000) }()
-	waitFor(t, 2*time.Second, "b sees a's second prompt", func() bool { return remote.remote.Load() > 0 })
+	waitFor(t, 2500*time.Millisecond, "b sees a's second prompt", func() bool { return remote.remote.Load() > 0 })
 	stopA()
 	start := time.Now()
 	waitFor(t, pendingTTL(20*time.Millisecond)+2*time.Second, "b forgets a silent data plane", func() bool { return remote.remote.Load() == 0 })
