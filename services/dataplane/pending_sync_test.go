@@ -42,6 +42,14 @@ func syncedDP(t *testing.T, url, cluster string, eng *engineStub) (d *DataPlane,
 	var once sync.Once
 	stop = func() { once.Do(func() { cancel(); wg.Wait() }) }
 	t.Cleanup(stop)
+	// Run subscribes in its own goroutine: a test that publishes before
+	// the server has the subscription loses its messages (core NATS keeps
+	// none), which flaked under -race on a loaded machine. The flush's
+	// round trip comes back after the server has processed the SUB.
+	waitFor(t, 5*time.Second, cluster+"'s pending sync subscribed", func() bool { return nc.NumSubscriptions() > 0 })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	return d, stop, tel.MetricsHandler()
 }
 
