@@ -110,12 +110,7 @@ func (p *tablePicker) admits(idx int, ongoing bool) bool {
 	if !routing.Admit(p.queued(p.c, e), p.limits[e], ongoing) {
 		return false
 	}
-	c := int(p.s.fi.rowCluster[p.c])
-	tok := p.pendTok[c*len(p.s.fi.engines)+e]
-	if p.syncLag > 0 {
-		tok += p.othersPending(c, e)
-	}
-	return routing.Admit(float64(tok), p.prefill[e], ongoing)
+	return routing.Admit(float64(p.pendingTokens(e, true)), p.prefill[e], ongoing)
 }
 
 // refuses is the skip of the admission spill: unusable, or over its limit.
@@ -146,14 +141,21 @@ func (p *tablePicker) load(i int) float64 {
 	}
 	q := p.waiting(p.c, e) + float64(p.s.runSeen[e])
 	if p.meanPrompt > 0 {
-		c := int(p.s.fi.rowCluster[p.c])
-		tok := p.pendTok[c*len(p.s.fi.engines)+e]
-		if p.syncLag > 0 && !(p.shed[p.c] >= routing.MinShed) {
-			tok += p.othersPending(c, e)
-		}
-		q += float64(tok) / p.meanPrompt
+		q += float64(p.pendingTokens(e, !(p.shed[p.c] >= routing.MinShed))) / p.meanPrompt
 	}
 	return q / p.limits[e]
+}
+
+// pendingTokens is the prompt tokens pending prefill at engine e as
+// cluster p.c's data plane knows them (live.pendingTokens): its own, and
+// with shared the other data planes' as last shared (when they share).
+func (p *tablePicker) pendingTokens(e int, shared bool) int64 {
+	c := int(p.s.fi.rowCluster[p.c])
+	tok := p.pendTok[c*len(p.s.fi.engines)+e]
+	if shared && p.syncLag > 0 {
+		tok += p.othersPending(c, e)
+	}
+	return tok
 }
 
 // othersPending is the prefill the data planes of clusters other than c

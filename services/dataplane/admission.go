@@ -75,6 +75,17 @@ func (l *live) held() float64 {
 	return float64(l.waiting.Load() + l.running.Load() + l.sent.Load() - l.ended.Load())
 }
 
+// pendingTokens is the prompt tokens pending prefill at the engine: this
+// process's, and with shared the other data planes' as they last
+// published them.
+func (l *live) pendingTokens(shared bool) int64 {
+	tok := l.pending.Load()
+	if shared {
+		tok += l.remote.Load()
+	}
+	return tok
+}
+
 // end counts the end of a request this process sent at status
 // generation gen, when no status has come since.
 func (l *live) end(gen uint64) {
@@ -92,7 +103,7 @@ func (s *slot) admits(ongoing bool) bool {
 	if q, ok := s.eng.live.queue(); ok && !routing.Admit(q, s.limit, ongoing) {
 		return false
 	}
-	return routing.Admit(float64(s.eng.live.pending.Load()+s.eng.live.remote.Load()), s.prefill, ongoing)
+	return routing.Admit(float64(s.eng.live.pendingTokens(true)), s.prefill, ongoing)
 }
 
 // load is slot s's load for the choice among candidates (routing.
@@ -110,11 +121,7 @@ func (s *slot) load(meanPrompt float64, shared bool) float64 {
 	}
 	q += float64(s.eng.live.running.Load())
 	if meanPrompt > 0 {
-		tok := s.eng.live.pending.Load()
-		if shared {
-			tok += s.eng.live.remote.Load()
-		}
-		q += float64(tok) / meanPrompt
+		q += float64(s.eng.live.pendingTokens(shared)) / meanPrompt
 	}
 	return q / s.limit
 }

@@ -65,8 +65,9 @@ func Smooth(cfg SmoothConfig, prev map[string]float64, prevShed float64, next ma
 	case !(prevShed >= MinShed) && !(nextShed >= MinShed):
 		return next, nextShed
 	}
+	names := sortedKeys(prev)
 	kept := 0.0
-	for _, e := range sortedKeys(prev) {
+	for _, e := range names {
 		if usable(e) {
 			kept += prev[e]
 		}
@@ -81,7 +82,7 @@ func Smooth(cfg SmoothConfig, prev map[string]float64, prevShed float64, next ma
 	// The split of the served traffic: previous and new weights, each
 	// normalised to 1 over its engines, moved aw of the way.
 	out := make(map[string]float64, len(prev)+len(next))
-	for _, e := range sortedKeys(prev) {
+	for _, e := range names {
 		if usable(e) {
 			out[e] = (1 - aw) * prev[e] / kept
 		}
