@@ -46,7 +46,7 @@ func (p *optimizerPolicy) solve(s *sim) error {
 		weights[c], shed[c] = routing.Normalize(sol.Weights[c], routing.PublishedShed(sol.ShedFraction[c], routing.DemandKnown(s.fi.f, p.demand)))
 		if p.published != nil && !released {
 			weights[c], shed[c] = routing.Smooth(p.cfg.Smooth, p.published[c], p.pubShed[c], weights[c], shed[c],
-				routing.Usable(prob, c), time.Duration(s.now-p.publishedNs))
+				routing.Usable(prob, c), time.Duration(s.now-p.publishedNs), p.shape.Get().CachedFraction)
 		}
 	}
 	if p.prev != nil && s.now-p.publishedNs < int64(p.cfg.MaxInterval) && p.change(s, weights, shed) < p.cfg.MinChange {

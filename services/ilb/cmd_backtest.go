@@ -67,6 +67,8 @@ func cmdBacktest(ctx context.Context, e *env, args []string) error {
 		"optimizer: while a cluster sheds, the time constant of its published split over the engines (ilb optimizer --smooth-weights); 0: as solved")
 	fs.DurationVar(&f.smooth.Shed, "smooth-shed", backtest.DefaultOptimizerConfig().Smooth.Shed,
 		"optimizer: the same for its shed fraction (ilb optimizer --smooth-shed); 0: as solved")
+	fs.DurationVar(&f.smooth.Reuse, "smooth-reuse", backtest.DefaultOptimizerConfig().Smooth.Reuse,
+		"optimizer: while a cluster sheds nothing, the time constant of its split when prompts reuse the prefix cache (ilb optimizer --smooth-reuse); 0: as solved")
 	fs.Var(&f.swings, "swing", "demand swing cluster=NAME,factor=X,from=DUR,to=DUR (repeatable)")
 	fs.Var(&f.fails, "fail", "engine failure engine=NAME,at=DUR[,for=DUR] (repeatable)")
 	fs.StringVar(&f.affinity, "affinity-key", "conversation", "what requests are routed by: conversation (the trace's ids) or prompt\n"+
@@ -156,7 +158,7 @@ func (f *backtestFlags) load(e *env) (backtest.Config, *backtest.Trace, error) {
 	}
 	cfg.Optimizer.PendingSync = f.pendingSync
 	if err := f.smooth.Validate(); err != nil {
-		return cfg, nil, badInput("--smooth-weights, --smooth-shed: %v", err)
+		return cfg, nil, badInput("--smooth-weights, --smooth-shed, --smooth-reuse: %v", err)
 	}
 	cfg.Optimizer.Smooth = f.smooth
 	for _, s := range f.swings {

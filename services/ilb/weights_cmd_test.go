@@ -108,6 +108,9 @@ func TestOptimizerCommandPublishes(t *testing.T) {
 	if code, _, errs := run(t, "optimizer", "--nats", url, "--fleet", fleet, "--smooth-weights", "-1s"); code != 2 || !strings.Contains(errs, "smoothing time constants") {
 		t.Fatalf("negative --smooth-weights: exit %d %q", code, errs)
 	}
+	if code, _, errs := run(t, "optimizer", "--nats", url, "--fleet", fleet, "--smooth-reuse", "-1s"); code != 2 || !strings.Contains(errs, "(reuse) must be >= 0") {
+		t.Fatalf("negative --smooth-reuse: exit %d %q", code, errs)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	var out, errb bytes.Buffer

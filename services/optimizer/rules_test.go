@@ -368,6 +368,41 @@ func TestPlansSmoothWhileShedding(t *testing.T) {
 	}
 }
 
+// TestPlansSmoothWithReuse: a row that sheds nothing keeps its split
+// while the engines serve prompts from their prefix caches (the request
+// shape's cached fraction), moving at the pace of cfg.Smooth.Reuse; when
+// they serve none from cache, the solution is published as it is.
+func TestPlansSmoothWithReuse(t *testing.T) {
+	f := schemas.ExampleFleetOneModel()
+	p := &optimize.Problem{Clusters: []optimize.Cluster{{Name: "calm", DemandRps: 4}},
+		Engines:  []optimize.Engine{{Name: "x", CapacityRps: 5}, {Name: "y", CapacityRps: 5}},
+		Eligible: map[string][]string{"calm": {"x", "y"}}}
+	sol := &optimize.Solution{Weights: map[string]map[string]float64{"calm": {"x": 0.2, "y": 0.8}},
+		ShedFraction: map[string]float64{"calm": 0}}
+	cfg := DefaultConfig(f)
+	for _, c := range []struct {
+		name   string
+		cached float64 // share of prompt tokens from cache
+		wantX  float64
+	}{
+		{"conversations reuse the cache", 0.3, 0.8 - (1-math.Exp(-5/cfg.Smooth.Reuse.Seconds()))*0.6},
+		{"no reuse", 0, 0.2},
+	} {
+		o := &Optimizer{cfg: cfg, rows: &routing.Rows{Single: true, Rows: []routing.Row{{Name: "calm"}}},
+			shape: newShape(cfg.ShapeAlpha, cfg.MeanPromptTokens, f),
+			prev:  published{solution: routing.Anchor(map[string]map[string]float64{"calm": {"x": 0.8, "y": 0.2}}, map[string]float64{"calm": 0}, nil)}}
+		o.shape.est.Observe(100, 100*4000, 100*4000*c.cached, 100*300, 100*4000*4000)
+		o.shape.est.Roll()
+		plans, err := o.plans(p, sol, nil, true, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := plans[0].weights["x"]; math.Abs(got-c.wantX) > 1e-12 || plans[0].shed != 0 {
+			t.Errorf("%s: x's weight %v shed %v five seconds after the publish, want %v and no shed", c.name, got, plans[0].shed, c.wantX)
+		}
+	}
+}
+
 // TestSincePublishIsWindowTime: the time smoothing uses is the window
 // (event) time since this instance's last publish, so that a replay
 // smooths as the live run did; 0 before it has published.

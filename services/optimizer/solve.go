@@ -83,7 +83,9 @@ func (o *Optimizer) solve(at time.Time) (*solveResult, error) {
 // demand has been observed: before, nothing is shed
 // (routing.PublishedShed). A row that sheds, or shed at the last publish,
 // moves toward the solution at the pace of cfg.Smooth (routing.Smooth),
-// dt being the time since the last publish (0: not known, no smoothing).
+// dt being the time since the last publish (0: not known, no smoothing);
+// so does the split of a row that sheds nothing while the engines serve
+// prompts from their prefix caches (o.reuse).
 func (o *Optimizer) plans(p *optimize.Problem, sol *optimize.Solution, idle map[string]bool, known bool, dt time.Duration) ([]plan, error) {
 	out := make([]plan, 0, len(p.Clusters))
 	prev := o.prev.solution
@@ -96,7 +98,7 @@ func (o *Optimizer) plans(p *optimize.Problem, sol *optimize.Solution, idle map[
 			}
 		} else if prev != nil {
 			pl.weights, pl.shed = routing.Smooth(o.cfg.Smooth, prev.Weights[c.Name], prev.ShedFraction[c.Name], pl.weights, pl.shed,
-				routing.Usable(p, c.Name), dt)
+				routing.Usable(p, c.Name), dt, o.reuse())
 		}
 		t, err := buildTable(o.prev.tables[c.Name], pl.weights)
 		if err != nil {
@@ -228,4 +230,14 @@ func anchor(f *schemas.Fleet, rows *routing.Rows, snaps map[string]*schemas.Snap
 		}
 	}
 	return routing.Anchor(weights, shed, prices)
+}
+
+// reuse is the share of prompt tokens the engines served from their
+// prefix caches lately (the request shape's cached fraction), which sets
+// how slowly a row that sheds nothing moves (routing.Smooth).
+func (o *Optimizer) reuse() float64 {
+	if o.shape == nil {
+		return 0
+	}
+	return o.shape.get().CachedFraction
 }

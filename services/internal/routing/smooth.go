@@ -11,36 +11,55 @@ import (
 )
 
 // SmoothConfig says how fast a demand row's published routing follows the
-// solver while the row sheds. A fleet at the edge of its capacity sees its
-// modelled capacity move with the mean request (Mooncake's prompts are
-// heavy-tailed, so a 25 s mean swings by a quarter) and its solutions flip
-// between shedding a fraction and overflowing to a farther engine every
-// few seconds; published as solved, every flip moves conversations and
-// refuses by turns. While the published or the new solution sheds, the
-// published routing moves toward each new solution with these time
-// constants instead: the split of the served traffic over the engines
-// with Weights, the shed fraction with Shed. 0 publishes each solution as
-// solved. A row that sheds nothing before or after publishes the solution
-// as solved, so a fleet with room is never smoothed.
+// solver. A fleet at the edge of its capacity sees its modelled capacity
+// move with the mean request (Mooncake's prompts are heavy-tailed, so a
+// 25 s mean swings by a quarter) and its solutions flip between shedding
+// a fraction and overflowing to a farther engine every few seconds;
+// published as solved, every flip moves conversations and refuses by
+// turns. While the published or the new solution sheds, the published
+// routing moves toward each new solution with these time constants
+// instead: the split of the served traffic over the engines with
+// Weights, the shed fraction with Shed.
+//
+// A row that sheds nothing before or after has its split smoothed with
+// Reuse, scaled by how much of the fleet's prompts its engines serve from
+// their prefix caches (reuse in Smooth; full at ReuseFull and above):
+// moving such a row moves conversations away from the engines that hold
+// their context, and the split otherwise follows every move of the
+// demand and capacity estimates (weight churn above a PID controller's on
+// fleets short of capacity). Without prefix reuse a move costs nothing,
+// and bursty traffic needs the split to follow its demand at once (the
+// Azure code trace loses 2 points of SLO attainment with a 100 s time
+// constant there), so it is published as solved. 0 publishes each
+// solution as solved.
 type SmoothConfig struct {
 	Weights time.Duration
 	Shed    time.Duration
+	Reuse   time.Duration
 }
 
 // DefaultSmoothConfig returns the optimizer's defaults (README.md,
 // "Shedding"): the served split and the shed fraction each over about
-// 100 s.
+// 100 s, and the split of a row that sheds nothing over 100 s when
+// prompts reuse the prefix cache.
 func DefaultSmoothConfig() SmoothConfig {
-	return SmoothConfig{Weights: 100 * time.Second, Shed: 100 * time.Second}
+	return SmoothConfig{Weights: 100 * time.Second, Shed: 100 * time.Second, Reuse: 100 * time.Second}
 }
 
 // Validate reports the first problem with c.
 func (c SmoothConfig) Validate() error {
-	if c.Weights < 0 || c.Shed < 0 {
-		return fmt.Errorf("smoothing time constants %v (weights) and %v (shed) must be >= 0 (0: publish as solved)", c.Weights, c.Shed)
+	if c.Weights < 0 || c.Shed < 0 || c.Reuse < 0 {
+		return fmt.Errorf("smoothing time constants %v (weights), %v (shed) and %v (reuse) must be >= 0 (0: publish as solved)", c.Weights, c.Shed, c.Reuse)
 	}
 	return nil
 }
+
+// ReuseFull is the share of prompt tokens served from prefix caches at
+// which a row that sheds nothing is smoothed with the full
+// SmoothConfig.Reuse; below it the time constant shrinks in proportion
+// (Mooncake's conversations reuse 13-24% of their prompt tokens, the
+// Azure traces none).
+const ReuseFull = 0.1
 
 // SmoothShedFloor is the smoothed shed fraction under which a row whose
 // new solution sheds nothing is released: it publishes the solution as
@@ -51,18 +70,25 @@ const SmoothShedFloor = 0.003
 // Smooth returns the weights and shed fraction to publish for a row whose
 // published routing is (prev, prevShed), dt after it was published, when
 // the solver's new one is (next, nextShed) (both as Normalize returns
-// them). usable reports whether the row may still send to an engine (it
-// is in the new problem, eligible, with capacity): the rest lose their
-// weight at once. Each part moves a fraction 1 − exp(−dt/τ) of the way
-// to the new solution (SmoothConfig). It returns the new solution as it
-// is when neither sheds, when either sheds everything, when there is no
-// published routing, and when nothing usable is left of it.
+// them). reuse is the share of the fleet's prompt tokens served from
+// prefix caches lately (prior.Shape.CachedFraction). usable reports
+// whether the row may still send to an engine (it is in the new problem,
+// eligible, with capacity): the rest lose their weight at once. Each part
+// moves a fraction 1 − exp(−dt/τ) of the way to the new solution
+// (SmoothConfig). It returns the new solution as it is when either sheds
+// everything, when there is no published routing, when nothing usable is
+// left of it, and when neither sheds and the fleet reuses no cache.
 func Smooth(cfg SmoothConfig, prev map[string]float64, prevShed float64, next map[string]float64, nextShed float64,
-	usable func(engine string) bool, dt time.Duration) (map[string]float64, float64) {
-	switch {
-	case len(prev) == 0 || prevShed >= 1 || nextShed >= 1 || len(next) == 0:
+	usable func(engine string) bool, dt time.Duration, reuse float64) (map[string]float64, float64) {
+	if len(prev) == 0 || prevShed >= 1 || nextShed >= 1 || len(next) == 0 {
 		return next, nextShed
-	case !(prevShed >= MinShed) && !(nextShed >= MinShed):
+	}
+	aw, as := smoothStep(dt, cfg.Weights), smoothStep(dt, cfg.Shed)
+	calm := !(prevShed >= MinShed) && !(nextShed >= MinShed)
+	if calm {
+		aw, as = smoothStep(dt, reuseTau(cfg.Reuse, reuse)), 1
+	}
+	if aw == 1 && as == 1 {
 		return next, nextShed
 	}
 	names := sortedKeys(prev)
@@ -73,10 +99,6 @@ func Smooth(cfg SmoothConfig, prev map[string]float64, prevShed float64, next ma
 		}
 	}
 	if kept <= 0 {
-		return next, nextShed
-	}
-	aw, as := smoothStep(dt, cfg.Weights), smoothStep(dt, cfg.Shed)
-	if aw == 1 && as == 1 {
 		return next, nextShed
 	}
 	// The split of the served traffic: previous and new weights, each
@@ -91,11 +113,24 @@ func Smooth(cfg SmoothConfig, prev map[string]float64, prevShed float64, next ma
 	for _, e := range sortedKeys(next) {
 		out[e] += aw * next[e] / served
 	}
+	if calm {
+		return Normalize(out, 0)
+	}
 	shed := prevShed + as*(nextShed-prevShed)
 	if !(nextShed >= MinShed) && shed < SmoothShedFloor {
 		return next, nextShed // released: the solution as it is
 	}
 	return Normalize(out, shed)
+}
+
+// reuseTau is the time constant of a row that sheds nothing when a share
+// reuse of prompt tokens comes from prefix caches: tau at ReuseFull and
+// above, shrinking in proportion below, 0 (as solved) without reuse.
+func reuseTau(tau time.Duration, reuse float64) time.Duration {
+	if !(reuse > 0) {
+		return 0
+	}
+	return time.Duration(float64(tau) * min(1, reuse/ReuseFull))
 }
 
 // smoothStep is the share of the way a part with time constant tau moves

@@ -18,7 +18,7 @@ func TestSmoothMovesAtItsPace(t *testing.T) {
 	cfg := SmoothConfig{Weights: 100 * time.Second, Shed: 50 * time.Second}
 	prev := map[string]float64{"a": 0.8}           // shed 0.2, all served on a
 	next := map[string]float64{"a": 0.3, "b": 0.3} // shed 0.4, half on b
-	w, shed := Smooth(cfg, prev, 0.2, next, 0.4, all, 50*time.Second)
+	w, shed := Smooth(cfg, prev, 0.2, next, 0.4, all, 50*time.Second, 0)
 	aw, as := 1-math.Exp(-0.5), 1-math.Exp(-1)
 	if want := 0.2 + as*0.2; math.Abs(shed-want) > 1e-12 {
 		t.Errorf("shed %v after one shed time constant, want %v", shed, want)
@@ -31,20 +31,21 @@ func TestSmoothMovesAtItsPace(t *testing.T) {
 		t.Errorf("weights sum to %v, want 1 − shed = %v", sum, 1-shed)
 	}
 	// A longer wait moves further; a very long one lands on the solution.
-	_, shed2 := Smooth(cfg, prev, 0.2, next, 0.4, all, 100*time.Second)
+	_, shed2 := Smooth(cfg, prev, 0.2, next, 0.4, all, 100*time.Second, 0)
 	if !(shed2 > shed && shed2 < 0.4) {
 		t.Errorf("shed %v after twice as long, want between %v and 0.4", shed2, shed)
 	}
-	w3, shed3 := Smooth(cfg, prev, 0.2, next, 0.4, all, time.Hour)
+	w3, shed3 := Smooth(cfg, prev, 0.2, next, 0.4, all, time.Hour, 0)
 	if math.Abs(shed3-0.4) > 1e-9 || math.Abs(w3["b"]-0.3) > 1e-9 {
 		t.Errorf("after an hour: %v shed %v, want the solution %v shed 0.4", w3, shed3, next)
 	}
 }
 
 // TestSmoothLeavesRoomAlone: a row that sheds nothing before or after
-// publishes the solution as it is (the same map), so a fleet with room is
-// never smoothed; so do zero time constants, a missing published routing,
-// and a solution or a published routing that sheds everything.
+// publishes the solution as it is (the same map) when the fleet reuses no
+// prefix cache, so a fleet with room and no reuse is never smoothed; so
+// do zero time constants, a missing published routing, and a solution or
+// a published routing that sheds everything, whatever the reuse.
 func TestSmoothLeavesRoomAlone(t *testing.T) {
 	cfg := DefaultSmoothConfig()
 	prev := map[string]float64{"a": 0.5, "b": 0.5}
@@ -63,15 +64,59 @@ func TestSmoothLeavesRoomAlone(t *testing.T) {
 		{"published sheds all", cfg, map[string]float64{}, 1, 0.2, map[string]float64{"a": 0.8}},
 		{"solution sheds all", cfg, prev, 0.1, 1, map[string]float64{}},
 	} {
-		w, shed := Smooth(c.cfg, c.prev, c.prevShed, c.next, c.nxShed, all, 5*time.Second)
-		if shed != c.nxShed || len(w) != len(c.next) {
-			t.Errorf("%s: got %v shed %v, want the solution %v shed %v", c.name, w, shed, c.next, c.nxShed)
-		}
-		for e, v := range c.next {
-			if w[e] != v {
-				t.Errorf("%s: %s weight %v, want the solution's %v bit for bit", c.name, e, w[e], v)
+		for _, reuse := range []float64{0, 0.3} {
+			if reuse > 0 && c.nxShed < MinShed && c.prevShed < MinShed {
+				continue // smoothed for its reuse (TestSmoothFollowsReuse)
+			}
+			w, shed := Smooth(c.cfg, c.prev, c.prevShed, c.next, c.nxShed, all, 5*time.Second, reuse)
+			if shed != c.nxShed || len(w) != len(c.next) {
+				t.Errorf("%s, reuse %v: got %v shed %v, want the solution %v shed %v", c.name, reuse, w, shed, c.next, c.nxShed)
+			}
+			for e, v := range c.next {
+				if w[e] != v {
+					t.Errorf("%s, reuse %v: %s weight %v, want the solution's %v bit for bit", c.name, reuse, e, w[e], v)
+				}
 			}
 		}
+	}
+}
+
+// TestSmoothFollowsReuse: a row that sheds nothing moves its split at the
+// pace of SmoothConfig.Reuse when the fleet serves ReuseFull or more of
+// its prompt tokens from prefix caches, faster in proportion below, at
+// once without reuse; it never sheds, and its weights sum to 1.
+func TestSmoothFollowsReuse(t *testing.T) {
+	cfg := DefaultSmoothConfig()
+	prev := map[string]float64{"a": 0.5, "b": 0.5}
+	next := map[string]float64{"a": 0.9, "b": 0.1}
+	moved := func(reuse float64) float64 {
+		w, shed := Smooth(cfg, prev, 0, next, 0, all, 10*time.Second, reuse)
+		if shed != 0 || math.Abs(w["a"]+w["b"]-1) > 1e-12 {
+			t.Fatalf("reuse %v: weights %v shed %v, want no shed and weights summing to 1", reuse, w, shed)
+		}
+		return (w["a"] - 0.5) / 0.4 // share of the way to the solution
+	}
+	if got, want := moved(ReuseFull), 1-math.Exp(-10/cfg.Reuse.Seconds()); math.Abs(got-want) > 1e-12 {
+		t.Errorf("at full reuse moved %v of the way in 10 s, want %v", got, want)
+	}
+	if moved(0.5) != moved(ReuseFull) {
+		t.Errorf("reuse above ReuseFull must not slow the split further")
+	}
+	if got, want := moved(ReuseFull/2), 1-math.Exp(-10/(cfg.Reuse.Seconds()/2)); math.Abs(got-want) > 1e-12 {
+		t.Errorf("at half of ReuseFull moved %v of the way, want %v (half the time constant)", got, want)
+	}
+	if moved(0) != 1 {
+		t.Errorf("without reuse the split must be the solution's")
+	}
+	// Engines the row may no longer use lose their weight at once.
+	w, _ := Smooth(cfg, map[string]float64{"a": 0.5, "dead": 0.5}, 0, next, 0, func(e string) bool { return e != "dead" }, 10*time.Second, 0.3)
+	if _, ok := w["dead"]; ok || math.Abs(w["a"]+w["b"]-1) > 1e-12 {
+		t.Errorf("weights %v keep an unusable engine or do not sum to 1", w)
+	}
+	// Reuse off: as solved.
+	w, _ = Smooth(SmoothConfig{Weights: cfg.Weights, Shed: cfg.Shed}, prev, 0, next, 0, all, 10*time.Second, 0.3)
+	if w["a"] != 0.9 || w["b"] != 0.1 {
+		t.Errorf("with Reuse 0 the split %v must be the solution's", w)
 	}
 }
 
@@ -83,7 +128,7 @@ func TestSmoothDropsUnusable(t *testing.T) {
 	prev := map[string]float64{"a": 0.45, "dead": 0.45}
 	next := map[string]float64{"a": 0.5, "b": 0.3}
 	usable := func(e string) bool { return e != "dead" }
-	w, shed := Smooth(cfg, prev, 0.1, next, 0.2, usable, 5*time.Second)
+	w, shed := Smooth(cfg, prev, 0.1, next, 0.2, usable, 5*time.Second, 0)
 	if _, ok := w["dead"]; ok {
 		t.Errorf("weights %v keep the unusable engine", w)
 	}
@@ -94,7 +139,7 @@ func TestSmoothDropsUnusable(t *testing.T) {
 	if !(w["a"] > w["b"]) {
 		t.Errorf("weights %v: a should keep most of its traffic", w)
 	}
-	w, shed = Smooth(cfg, map[string]float64{"dead": 0.9}, 0.1, next, 0.2, usable, 5*time.Second)
+	w, shed = Smooth(cfg, map[string]float64{"dead": 0.9}, 0.1, next, 0.2, usable, 5*time.Second, 0)
 	if shed != 0.2 || w["a"] != 0.5 || w["b"] != 0.3 {
 		t.Errorf("nothing usable published: got %v shed %v, want the solution", w, shed)
 	}
@@ -111,7 +156,7 @@ func TestSmoothStopsUnderTheFloor(t *testing.T) {
 	solution := map[string]float64{"a": 0.7, "b": 0.3}
 	steps := 0
 	for shed > 0 {
-		w, shed = Smooth(cfg, w, shed, solution, 0, all, 5*time.Second)
+		w, shed = Smooth(cfg, w, shed, solution, 0, all, 5*time.Second, 0)
 		steps++
 		if steps > 1000 {
 			t.Fatal("the shed fraction never stopped")
@@ -126,7 +171,7 @@ func TestSmoothStopsUnderTheFloor(t *testing.T) {
 	if w["a"] != 0.7 || w["b"] != 0.3 {
 		t.Errorf("after the shedding stopped, weights %v, want the solution's", w)
 	}
-	if _, got := Smooth(cfg, w, SmoothShedFloor/2, solution, 0.05, all, 5*time.Second); !(got > SmoothShedFloor/2) {
+	if _, got := Smooth(cfg, w, SmoothShedFloor/2, solution, 0.05, all, 5*time.Second, 0); !(got > SmoothShedFloor/2) {
 		t.Errorf("shed %v while the solver sheds 0.05: a small fraction must be kept and grow", got)
 	}
 }
@@ -139,9 +184,9 @@ func TestSmoothIsDeterministic(t *testing.T) {
 		prev["e"+strconv.Itoa(i)] = 0.8 / 64
 		next["e"+strconv.Itoa((i*7)%64)] = float64(i+1) / 2080 * 0.7
 	}
-	w0, s0 := Smooth(DefaultSmoothConfig(), prev, 0.2, next, 0.3, all, 5*time.Second)
+	w0, s0 := Smooth(DefaultSmoothConfig(), prev, 0.2, next, 0.3, all, 5*time.Second, 0)
 	for range 50 {
-		w, s := Smooth(DefaultSmoothConfig(), prev, 0.2, next, 0.3, all, 5*time.Second)
+		w, s := Smooth(DefaultSmoothConfig(), prev, 0.2, next, 0.3, all, 5*time.Second, 0)
 		if s != s0 || len(w) != len(w0) {
 			t.Fatalf("two calls differ: shed %v and %v", s0, s)
 		}
@@ -161,7 +206,7 @@ func TestSmoothConfigValidate(t *testing.T) {
 	if err := (SmoothConfig{}).Validate(); err != nil {
 		t.Fatalf("zero (off): %v", err)
 	}
-	for _, c := range []SmoothConfig{{Weights: -time.Second}, {Shed: -time.Second}} {
+	for _, c := range []SmoothConfig{{Weights: -time.Second}, {Shed: -time.Second}, {Reuse: -time.Second}} {
 		if c.Validate() == nil {
 			t.Errorf("%+v accepted", c)
 		}
