@@ -37,7 +37,12 @@ const tbotSecant = 0.75
 //     capacity and mean TBOT below hold for both modes; chunked prefill
 //     changes how the stall is spread over tokens (the tail), not its
 //     mean.
-//   - At saturation the batch is full (B = MaxBatch): one request costs
+//   - At saturation the batch is full: B = MaxBatch, or, when admission
+//     reserves KV (p.KVAdmission), as many requests as KVCacheTokens
+//     holds at PromptTokens + OutputTokens each, if fewer (Mooncake's
+//     12,000-token prompts fill 500,000 tokens of KV at 40 requests, and
+//     a prior at 64 put an h100's capacity 6% above what the engine
+//     model serves, TestProfileKVLimitedBatch). One request costs
 //     its prefill plus its share of the decode steps,
 //     s = p + (out − 1)·step(B)/B, so capacity_rps = replicas / s.
 //   - ttft.base_ms = p plus half of a batch-1 decode step (the iteration
@@ -64,7 +69,7 @@ const tbotSecant = 0.75
 //     overshoots mid-range loads by up to 45%.
 func Profile(name string, p engine.Params, sh Shape) optimize.Engine {
 	replicas := float64(max(p.Replicas, 1))
-	batch := float64(max(p.MaxBatch, 1))
+	batch := fullBatch(p, sh)
 	uncached := sh.PromptTokens * (1 - sh.CachedFraction)
 	prefillMs := 1000*uncached/p.PrefillTokensPerS + p.PrefillOverheadMs
 	fullStepMs := p.DecodeBaseMs + p.DecodePerSeqMs*batch
@@ -102,4 +107,15 @@ func chunkBaseMs(p engine.Params, uncached float64) float64 {
 		return 0
 	}
 	return math.Max(1, math.Ceil(uncached/float64(p.MaxNumBatchedTokens))) * p.DecodeBaseMs
+}
+
+// fullBatch is the batch at saturation: MaxBatch, or the requests of
+// shape sh whose KV reservations (prompt + output tokens each) fill
+// KVCacheTokens when admission reserves KV, if fewer; at least 1.
+func fullBatch(p engine.Params, sh Shape) float64 {
+	b := float64(max(p.MaxBatch, 1))
+	if perRequest := sh.PromptTokens + sh.OutputTokens; p.KVAdmission && p.KVCacheTokens > 0 && perRequest > 0 {
+		b = min(b, max(float64(p.KVCacheTokens)/perRequest, 1))
+	}
+	return b
 }

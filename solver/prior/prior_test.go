@@ -149,3 +149,63 @@ func simulate(t *testing.T, p engine.Params, loadRPS, prompt float64, output, n 
 	}
 	return sum / float64(count)
 }
+
+// TestProfileKVLimitedBatch: with KV admission, long prompts fill the KV
+// memory before MaxBatch requests run. Mooncake's mean request (12,000
+// prompt tokens, 343 output) on the example h100 (500,000 tokens of KV)
+// runs about 40 at once, and the prior's capacity must follow the engine
+// model's saturated throughput (within 3%; at MaxBatch 64 it was 6% above
+// it), in both schedulers. Without KV admission, or for short prompts,
+// the batch is MaxBatch as before.
+func TestProfileKVLimitedBatch(t *testing.T) {
+	const prompt, output = 12000, 343
+	kv := h100
+	kv.KVAdmission = true
+	chunked := kv
+	chunked.Scheduler, chunked.MaxNumBatchedTokens = engine.SchedulerChunked, 8192
+	for _, params := range []engine.Params{kv, chunked} {
+		p := Profile("h", params, Shape{PromptTokens: prompt, OutputTokens: output})
+		got := saturated(t, params, prompt, output, 600)
+		t.Logf("%s: engine model %.3f rps, prior %.3f rps (%.3f at MaxBatch)", params.Scheduler, got, p.CapacityRps, Profile("h", h100, Shape{PromptTokens: prompt, OutputTokens: output}).CapacityRps)
+		if math.Abs(p.CapacityRps/got-1) > 0.03 {
+			t.Errorf("%s: prior capacity %.3f rps, engine model %.3f rps at saturation", params.Scheduler, p.CapacityRps, got)
+		}
+		if full := Profile("h", h100, Shape{PromptTokens: prompt, OutputTokens: output}); !(full.CapacityRps > 1.05*p.CapacityRps) {
+			t.Errorf("without KV admission the batch is MaxBatch: capacity %.3f, want above %.3f", full.CapacityRps, p.CapacityRps)
+		}
+	}
+	short := Shape{PromptTokens: 1000, OutputTokens: 200} // 64 × 1,200 tokens fit
+	if a, b := Profile("h", kv, short), Profile("h", h100, short); !reflect.DeepEqual(a, b) {
+		t.Errorf("short prompts: %+v with KV admission, %+v without; want the same", a, b)
+	}
+}
+
+// saturated is the engine model's throughput, in requests per second,
+// with n identical requests submitted at once (no cache reuse), between
+// the 10th and the 90th percentile of their finishing times.
+func saturated(t *testing.T, p engine.Params, prompt, output, n int) float64 {
+	t.Helper()
+	e, err := engine.New(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if err := e.Submit(0, engine.Request{ID: uint64(i), Tag: uint64(i), PromptTokens: prompt, OutputTokens: output}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out []engine.Done
+	var finish []int64
+	for {
+		at, busy := e.NextEventTime()
+		if !busy {
+			break
+		}
+		out = e.Advance(at, out[:0])
+		for _, d := range out {
+			finish = append(finish, d.FinishNs)
+		}
+	}
+	lo, hi := len(finish)/10, len(finish)*9/10
+	return float64(hi-lo) / (float64(finish[hi]-finish[lo]) / 1e9)
+}
