@@ -106,7 +106,7 @@ func (p *optimizerPolicy) problem(s *sim) (*optimize.Problem, error) {
 			demand[c] = p.demand.RPS(c)
 		}
 	}
-	return routing.BuildProblem(s.fi.f, s.fi.rows, engines, demand, sh.OutputTokens)
+	return p.builder.Build(s.fi.f, s.fi.rows, engines, demand, sh.OutputTokens)
 }
 
 // profile is engine e's fitted profile, else its prior for shape sh.

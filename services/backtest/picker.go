@@ -30,16 +30,17 @@ const newShareWindow = time.Minute
 type tablePicker struct {
 	spill    float64 // 1+ε; +Inf: no spill
 	tables   []*sched.Table
-	up       sched.Updater // the tables' updates' working memory
-	names    []string      // set's scratch: a cluster's engines
-	ws       []float64     // and their weights
-	toEngine [][]int32     // [c][table index] -> engine index
-	toIdx    [][]int32     // [c][engine] -> table index, -1 when not in the table
-	counts   [][]int       // [c][table index]: slots
-	share    [][]float64   // [c][table index]: bounded-load share
-	shareGen []uint64      // [c]: sim.healthGen the shares were computed at, +1
-	w        [][]float64   // [c][engine]: current weights
-	shed     []float64     // by cluster
+	up       sched.Updater  // the tables' updates' working memory
+	tab      routing.Tabler // setWeights's, with the engine list
+	names    []string       // set's scratch: a cluster's engines
+	ws       []float64      // and their weights
+	toEngine [][]int32      // [c][table index] -> engine index
+	toIdx    [][]int32      // [c][engine] -> table index, -1 when not in the table
+	counts   [][]int        // [c][table index]: slots
+	share    [][]float64    // [c][table index]: bounded-load share
+	shareGen []uint64       // [c]: sim.healthGen the shares were computed at, +1
+	w        [][]float64    // [c][engine]: current weights
+	shed     []float64      // by cluster
 
 	// conversation memory: the engine the table gave the last turn, the
 	// one that served it, and when.
@@ -146,7 +147,7 @@ func (p *tablePicker) set(c int, w []float64, shed float64) error {
 // (routing.Table: engines with weight, in name order, minimal churn).
 func (p *tablePicker) setWeights(c int, weights map[string]float64, shed float64) error {
 	s := p.s
-	t, err := routing.Table(p.tables[c], weights)
+	t, err := p.tab.Table(p.tables[c], weights)
 	if err != nil {
 		return fmt.Errorf("backtest: %q table: %w", s.fi.rowName[c], err)
 	}

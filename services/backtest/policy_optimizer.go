@@ -132,6 +132,7 @@ type optimizerPolicy struct {
 	hist        [][]regress.Point // by engine, the last FitWindows windows
 	fitted      []*regress.Profile
 	fitPoints   []regress.Point    // refit's pooled history, reused
+	fitter      regress.Fitter     // refit's working memory
 	last        []*schemas.Feature // by engine: the latest row (into rows), nil before one
 	rows        []schemas.Feature  // by engine: copies of the latest rows, reused
 	newestEnd   int64
@@ -140,6 +141,7 @@ type optimizerPolicy struct {
 	publishedNs int64 // when the current solution was published
 	calib       calibrator
 	solver      optimize.Solver // keeps the model between solves
+	builder     routing.Builder // keeps the problem's routes between solves
 	release     routing.Release // when smoothing stops (routing.Smooth)
 }
 
@@ -267,7 +269,7 @@ func (p *optimizerPolicy) refit(s *sim) {
 		if len(pts) < p.cfg.Regress.MinSamples {
 			continue
 		}
-		prof, err := regress.Fit(pts, p.cfg.Regress)
+		prof, err := p.fitter.Fit(pts, p.cfg.Regress)
 		if err != nil || !identified(prof) {
 			continue
 		}

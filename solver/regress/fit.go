@@ -69,8 +69,24 @@ func (p Profile) MaxUtilization() float64 {
 // trust. When the error is ErrNarrowRange, ErrPoorFit or ErrNoSaturation
 // the returned Profile holds the rejected fit, for logging only.
 func Fit(points []Point, cfg Config) (Profile, error) {
-	d, err := prepare(points, cfg)
-	if err != nil {
+	var f Fitter
+	return f.Fit(points, cfg)
+}
+
+// Fitter is Fit for a caller that fits again and again (an aggregator's
+// profile refresh, the backtester's refits): it keeps the fit's working
+// memory (the points' columns, the load groups, the capacity grid)
+// between fits, so a fit allocates nothing once it has grown. Its fits
+// are Fit's, bit for bit. The zero Fitter is ready; it is not safe for
+// concurrent use.
+type Fitter struct {
+	d data
+}
+
+// Fit is Fit(points, cfg) with f's working memory.
+func (f *Fitter) Fit(points []Point, cfg Config) (Profile, error) {
+	d := &f.d
+	if err := d.prepare(points, cfg); err != nil {
 		return Profile{}, err
 	}
 	c, err := d.searchCapacity(cfg.MaxCapacityFactor)
@@ -110,6 +126,12 @@ type data struct {
 	// groups pool the points by load, when there are few enough loads
 	// for that to pay (groupLoads); of is nil otherwise.
 	groups groups
+	// Working memory kept by a Fitter: the columns above live in buf,
+	// the groups' in spare (groupLoads fills it, and it becomes groups
+	// when they pay), the capacity search's grid in grid.
+	buf   []float64
+	spare groups
+	grid  []probe
 }
 
 // The points are grouped by load when there are at most 1/maxGroupShare
@@ -121,21 +143,39 @@ const (
 	maxGroupPoints = 1 << 20
 )
 
+// prepare validates the points and returns them as new data.
 func prepare(points []Point, cfg Config) (*data, error) {
-	if err := cfg.Validate(); err != nil {
+	d := &data{}
+	if err := d.prepare(points, cfg); err != nil {
 		return nil, err
+	}
+	return d, nil
+}
+
+// prepare validates the points and sets d up for them, reusing d's
+// working memory.
+func (d *data) prepare(points []Point, cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
 	}
 	for i, p := range points {
 		if err := p.validate(); err != nil {
-			return nil, fmt.Errorf("point %d: %w", i, err)
+			return fmt.Errorf("point %d: %w", i, err)
 		}
 	}
 	if len(points) < cfg.MinSamples {
-		return nil, fmt.Errorf("%w: %d points, need %d", ErrTooFewSamples, len(points), cfg.MinSamples)
+		return fmt.Errorf("%w: %d points, need %d", ErrTooFewSamples, len(points), cfg.MinSamples)
 	}
 	n := len(points)
-	buf := make([]float64, 5*n)
-	d := &data{load: buf[:n], ttft: buf[n : 2*n], tbot: buf[2*n : 3*n], w: buf[3*n : 4*n], x: buf[4*n:]}
+	if cap(d.buf) < 5*n {
+		d.buf = make([]float64, 5*n)
+	}
+	buf := d.buf[:5*n]
+	if d.groups.of != nil {
+		d.spare = d.groups // the last fit's groups: their memory is free again
+	}
+	d.load, d.ttft, d.tbot, d.w, d.x = buf[:n], buf[n:2*n], buf[2*n:3*n], buf[3*n:4*n], buf[4*n:]
+	d.groups = groups{}
 	d.minLoad, d.maxLoad = math.Inf(1), 0
 	for i, p := range points {
 		d.load[i], d.ttft[i], d.tbot[i], d.w[i] = p.LoadRPS, p.TTFTMs, p.TBOTMs, p.Weight
@@ -146,17 +186,18 @@ func prepare(points []Point, cfg Config) (*data, error) {
 	}
 	d.ttftSums = ySums(d.ttft, d.w)
 	if n <= maxGroupPoints {
-		if g := groupLoads(d.load, d.ttft, d.w, d.ttftSums.my); len(g.load) <= n/maxGroupShare {
-			d.groups = g
+		d.spare.groupLoads(d.load, d.ttft, d.w, d.ttftSums.my)
+		if len(d.spare.load) <= n/maxGroupShare {
+			d.groups, d.spare = d.spare, groups{}
 		}
 	}
 	// The capacity exceeds every load, so a spread below MinLoadSpread of
 	// the largest load is too narrow whatever the fit.
 	if !(d.maxLoad > d.minLoad) || (d.maxLoad-d.minLoad)/d.maxLoad < cfg.MinLoadSpread {
-		return nil, fmt.Errorf("%w: loads %.3g-%.3g rps span less than %.0f%% of the largest",
+		return fmt.Errorf("%w: loads %.3g-%.3g rps span less than %.0f%% of the largest",
 			ErrNarrowRange, d.minLoad, d.maxLoad, 100*cfg.MinLoadSpread)
 	}
-	return d, nil
+	return nil
 }
 
 func (p Point) validate() error {

@@ -18,20 +18,25 @@ type groups struct {
 	w, wy, within, dev []float64
 	wyy                float64 // Σw·y² over every point, for the error bound
 	x                  []float64
-	of                 []int32 // each point's group
+	of                 []int32          // each point's group
+	at                 map[uint64]int32 // groupLoads's scratch: a load's group
 }
 
 // groupLoads pools the TTFT sums by load (by the bits of the load, so
-// that 0 and -0 stay apart as they do in the per-point regressor).
-func groupLoads(load, y, w []float64, my float64) groups {
-	var g groups
-	g.of = make([]int32, len(load))
-	at := map[uint64]int32{}
+// that 0 and -0 stay apart as they do in the per-point regressor) into g,
+// reusing g's memory.
+func (g *groups) groupLoads(load, y, w []float64, my float64) {
+	if g.at == nil {
+		g.at = map[uint64]int32{}
+	}
+	clear(g.at)
+	g.load, g.w, g.wy, g.wyy = g.load[:0], g.w[:0], g.wy[:0], 0
+	g.of = resize(g.of, len(load))
 	for i, l := range load {
-		k, ok := at[math.Float64bits(l)]
+		k, ok := g.at[math.Float64bits(l)]
 		if !ok {
 			k = int32(len(g.load))
-			at[math.Float64bits(l)] = k
+			g.at[math.Float64bits(l)] = k
 			g.load = append(g.load, l)
 			g.w, g.wy = append(g.w, 0), append(g.wy, 0)
 		}
@@ -41,14 +46,29 @@ func groupLoads(load, y, w []float64, my float64) groups {
 		g.wyy += w[i] * y[i] * y[i]
 	}
 	n := len(g.load)
-	g.within, g.dev, g.x = make([]float64, n), make([]float64, n), make([]float64, n)
+	g.within, g.dev, g.x = zeroed(g.within, n), zeroed(g.dev, n), zeroed(g.x, n)
 	for i := range load {
 		k := g.of[i]
 		dy := y[i] - g.wy[k]/g.w[k]
 		g.within[k] += w[i] * dy * dy
 		g.dev[k] += w[i] * (y[i] - my)
 	}
-	return g
+}
+
+// resize returns s with length n, reusing its memory when it has room
+// (the values are left as they are: callers write each before reading).
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+// zeroed is resize with every value 0.
+func zeroed[T any](s []T, n int) []T {
+	s = resize(s, n)
+	clear(s)
+	return s
 }
 
 // regressor sets g.x to λ/(c−λ) for each group's load: the same

@@ -22,7 +22,8 @@ const (
 func (d *data) searchCapacity(factor float64) (float64, error) {
 	sLo, sHi := math.Log(minHeadroom), math.Log(factor-1)
 	step := (sHi - sLo) / (gridPoints - 1)
-	grid := make([]probe, gridPoints)
+	d.grid = resize(d.grid, gridPoints)
+	grid := d.grid
 	for i := range grid {
 		grid[i] = d.probe(sLo + float64(i)*step)
 	}

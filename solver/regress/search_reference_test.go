@@ -149,3 +149,29 @@ func BenchmarkFitCounted(b *testing.B) {
 		})
 	}
 }
+
+// A Fitter fits what Fit fits, bit for bit, and refuses the same inputs,
+// whatever it fitted before: its working memory carries over from fits
+// with and without groups, of more and of fewer points.
+func TestFitterIsFit(t *testing.T) {
+	cfg := Config{MinSamples: 3, MinLoadSpread: 0, TTFTSLOMs: 1000, MaxCapacityFactor: 20, MinTTFTR2: 0}
+	var f Fitter
+	for i, pts := range searchCases() {
+		want, wantErr := Fit(pts, cfg)
+		got, gotErr := f.Fit(pts, cfg)
+		if fmt.Sprintf("%#v %v", got, gotErr) != fmt.Sprintf("%#v %v", want, wantErr) {
+			t.Fatalf("case %d (%d points): Fitter %+v (%v), Fit %+v (%v)", i, len(pts), got, gotErr, want, wantErr)
+		}
+	}
+	// Once grown, a successful fit allocates nothing.
+	pts := simulate(truth{150, 40, 10, 20, 15}, 960, 0.05, 0.95, 0.05, 11)
+	for i := range pts {
+		pts[i].LoadRPS = math.Round(pts[i].LoadRPS*5) / 5
+	}
+	if _, err := f.Fit(pts, DefaultConfig()); err != nil {
+		t.Fatal(err)
+	}
+	if allocs := testing.AllocsPerRun(5, func() { f.Fit(pts, DefaultConfig()) }); allocs != 0 {
+		t.Errorf("%v allocations a fit, want 0", allocs)
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"slices"
 
@@ -34,14 +33,36 @@ const MinCapacityRPS = 1e-6
 // rule as optimize.Problem.Expand). meanOutputTokens is the fleet's
 // mean_output_tokens, or an observed mean. The problem is validated.
 func BuildProblem(f *schemas.Fleet, rows *Rows, engines []optimize.Engine, demand []float64, meanOutputTokens float64) (*optimize.Problem, error) {
+	var b Builder
+	return b.Build(f, rows, engines, demand, meanOutputTokens)
+}
+
+// Builder is BuildProblem for a caller that builds problems of one fleet
+// again and again (a solve loop, the backtester's control ticks): it keeps
+// the routes (network_ms and eligible) of its last problem and hands them
+// to the next one when the same engines are in it, which is every time
+// unless an engine's derated capacity crosses MinCapacityRPS. The
+// problems are BuildProblem's, value for value; those built from the same
+// routes share the routes' maps, so nobody may modify them (the solver
+// and CheckSolution only read them). The fleet and rows must not change
+// between builds. The zero Builder is ready; it is not safe for
+// concurrent use.
+type Builder struct {
+	in   []int // the fleet indices of the engines the routes were built for, in problem order
+	net  map[string]map[string]float64
+	elig map[string][]string
+	idx  []int // scratch: this build's engines, by fleet index
+}
+
+// Build is BuildProblem(f, rows, engines, demand, meanOutputTokens).
+func (b *Builder) Build(f *schemas.Fleet, rows *Rows, engines []optimize.Engine, demand []float64, meanOutputTokens float64) (*optimize.Problem, error) {
 	p := &optimize.Problem{
 		MeanOutputTokens: meanOutputTokens,
 		MaxUtilization:   f.MaxUtilization,
 		ShedPenaltyMs:    f.ShedPenaltyMs,
-		NetworkMs:        map[string]map[string]float64{},
-		Eligible:         map[string][]string{},
+		Engines:          make([]optimize.Engine, 0, min(len(f.Engines), len(engines))),
 	}
-	usable := map[string]int{} // name -> fleet index
+	b.idx = b.idx[:0]
 	for i, fe := range f.Engines {
 		if i >= len(engines) || !(engines[i].CapacityRps >= MinCapacityRPS) {
 			continue
@@ -49,37 +70,53 @@ func BuildProblem(f *schemas.Fleet, rows *Rows, engines []optimize.Engine, deman
 		e := engines[i]
 		e.Name = fe.Name
 		p.Engines = append(p.Engines, e)
-		usable[fe.Name] = i
+		b.idx = append(b.idx, i)
 	}
 	if len(p.Engines) == 0 {
 		return nil, ErrNoEngine
 	}
+	// Sorting the indices with the engines keeps each engine's fleet index
+	// (a fleet's engine names are distinct, so the order is the names').
+	slices.SortFunc(b.idx, func(i, j int) int { return cmp.Compare(f.Engines[i].Name, f.Engines[j].Name) })
 	slices.SortFunc(p.Engines, func(a, b optimize.Engine) int { return cmp.Compare(a.Name, b.Name) })
+	p.Clusters = make([]optimize.Cluster, 0, len(rows.Rows))
 	for r, rw := range rows.Rows {
-		fc := f.Clusters[rw.Cluster]
 		d := 0.0
 		if r < len(demand) {
 			d = demand[r]
 		}
 		p.Clusters = append(p.Clusters, optimize.Cluster{Name: rw.Name, DemandRps: d})
-		net := map[string]float64{}
-		elig := []string{}
-		for _, e := range p.Engines {
-			i := usable[e.Name]
-			fe := f.Engines[i]
-			ms, ok := f.NetworkMsBetween(fc.Region, fe.Region)
-			if ok && f.Eligible(fc, fe) && rows.Serves(rw.Class, i) {
-				net[e.Name] = ms
-				elig = append(elig, e.Name)
-			}
-		}
-		p.NetworkMs[rw.Name] = net
-		p.Eligible[rw.Name] = elig
 	}
+	if b.net == nil || !slices.Equal(b.in, b.idx) {
+		b.routes(f, rows)
+	}
+	p.NetworkMs, p.Eligible = b.net, b.elig
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+// routes builds the network times and eligible lists of every row over
+// the engines b.idx (fleet indices, in problem order).
+func (b *Builder) routes(f *schemas.Fleet, rows *Rows) {
+	b.in = append(b.in[:0], b.idx...)
+	b.net, b.elig = map[string]map[string]float64{}, map[string][]string{}
+	for _, rw := range rows.Rows {
+		fc := f.Clusters[rw.Cluster]
+		net := map[string]float64{}
+		elig := []string{}
+		for _, i := range b.in {
+			fe := f.Engines[i]
+			ms, ok := f.NetworkMsBetween(fc.Region, fe.Region)
+			if ok && f.Eligible(fc, fe) && rows.Serves(rw.Class, i) {
+				net[fe.Name] = ms
+				elig = append(elig, fe.Name)
+			}
+		}
+		b.net[rw.Name] = net
+		b.elig[rw.Name] = elig
+	}
 }
 
 // ErrRejected wraps every reason CheckSolution rejects a solution.
@@ -162,7 +199,7 @@ func isFinite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 // sum to 1 − shed, removing the solver's rounding. With no weight left the
 // cluster sheds everything.
 func Normalize(w map[string]float64, shed float64) (map[string]float64, float64) {
-	out := map[string]float64{}
+	out := make(map[string]float64, len(w))
 	sum := 0.0
 	for _, e := range sortedKeys(w) {
 		if w[e] >= WeightFloor {
@@ -190,7 +227,16 @@ func Change(a map[string]float64, shedA float64, b map[string]float64, shedB flo
 
 // sortedKeys returns m's keys in ascending order, so that output and
 // floating-point sums never depend on map order.
-func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
+// The slice is sized once (collecting an iterator grows it by doubling,
+// four or five allocations for a cluster's dozen engines).
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
 
 // Anchor is the previous solution the solver's churn term and warm start
 // use: the published weights and shed fractions by cluster, with the
@@ -218,19 +264,42 @@ func Anchor(weights map[string]map[string]float64, shed map[string]float64, pric
 // weight are not listed, so they own no slot; nil when no engine has
 // weight (everything shed).
 func Table(prev *sched.Table, weights map[string]float64) (*sched.Table, error) {
-	names := make([]string, 0, len(weights))
+	var t Tabler
+	t.once = true
+	return t.Table(prev, weights)
+}
+
+// Tabler is Table for a caller that updates tables again and again (a
+// data plane swapping in snapshots, the backtester's control ticks): it
+// keeps the update's working memory (sched.Updater) and the engine list
+// between updates, so an update allocates little more than the new
+// table. Its tables are Table's, bit for bit. The zero Tabler is ready;
+// it is not safe for concurrent use.
+type Tabler struct {
+	u     sched.Updater
+	names []string
+	ws    []float64
+	once  bool // a single update: sched.Rebalance, which lends the table its scratch
+}
+
+// Table is Table(prev, weights) with t's working memory.
+func (t *Tabler) Table(prev *sched.Table, weights map[string]float64) (*sched.Table, error) {
+	t.names = t.names[:0]
 	for n, w := range weights {
 		if w > 0 {
-			names = append(names, n)
+			t.names = append(t.names, n)
 		}
 	}
-	slices.Sort(names)
-	if len(names) == 0 {
+	slices.Sort(t.names)
+	if len(t.names) == 0 {
 		return nil, nil
 	}
-	ws := make([]float64, len(names))
-	for i, n := range names {
-		ws[i] = weights[n]
+	t.ws = t.ws[:0]
+	for _, n := range t.names {
+		t.ws = append(t.ws, weights[n])
 	}
-	return sched.Rebalance(prev, names, ws)
+	if t.once {
+		return sched.Rebalance(prev, t.names, t.ws)
+	}
+	return t.u.Rebalance(prev, t.names, t.ws)
 }

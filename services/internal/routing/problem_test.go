@@ -3,11 +3,13 @@ package routing
 import (
 	"errors"
 	"math"
+	"reflect"
 	"slices"
 	"testing"
 
 	"github.com/ilb-router/ilb/schemas"
 	"github.com/ilb-router/ilb/solver/optimize"
+	"github.com/ilb-router/ilb/solver/sched"
 )
 
 func TestBuildProblem(t *testing.T) {
@@ -103,5 +105,64 @@ func TestNormalizeAndChange(t *testing.T) {
 	}
 	if got := Change(a, 0, map[string]float64{"x": 0.4, "y": 0.4}, 0.2); math.Abs(got-0.2) > 1e-12 {
 		t.Errorf("change with shed %v, want 0.2 (shed counted as one more weight)", got)
+	}
+}
+
+// A Builder builds what BuildProblem builds, whatever it built before:
+// engines derated away and back change the routes, the same engines
+// reuse them.
+func TestBuilderIsBuildProblem(t *testing.T) {
+	f := schemas.ExampleFleetOneModel()
+	rows := NewRows(f)
+	var b Builder
+	for step := range 12 {
+		engines := make([]optimize.Engine, len(f.Engines))
+		for i := range engines {
+			engines[i] = optimize.Engine{CapacityRps: 3 + float64(step), TTFT: optimize.TTFT{BaseMs: 100, QueueMs: 50},
+				TBOT: optimize.TBOT{BaseMs: 30, SlopeMs: 20}}
+		}
+		switch step % 4 {
+		case 1:
+			engines[2].CapacityRps = 0
+		case 2:
+			engines[0].CapacityRps, engines[4].CapacityRps = 0, MinCapacityRPS/2
+		}
+		if step == 11 {
+			for i := range engines {
+				engines[i].CapacityRps = 0
+			}
+		}
+		demand := []float64{1 + float64(step), 2, 3}
+		want, wantErr := BuildProblem(f, rows, engines, demand, 250)
+		got, gotErr := b.Build(f, rows, engines, demand, 250)
+		if !reflect.DeepEqual(got, want) || !errors.Is(gotErr, wantErr) {
+			t.Fatalf("step %d: Builder %+v (%v), BuildProblem %+v (%v)", step, got, gotErr, want, wantErr)
+		}
+	}
+}
+
+// A Tabler's tables are Table's, bit for bit, over a sequence of updates
+// with engines gaining and losing weight.
+func TestTablerIsTable(t *testing.T) {
+	names := []string{"a", "b", "c", "d", "e"}
+	var tab Tabler
+	var prevT, prevW *sched.Table
+	for step := range 40 {
+		w := map[string]float64{}
+		for i, n := range names {
+			if (step+i)%5 != 0 {
+				w[n] = float64(1 + (step*7+i*3)%11)
+			}
+		}
+		if step == 20 {
+			w = map[string]float64{"a": 0}
+		}
+		want, wantErr := Table(prevW, w)
+		got, gotErr := tab.Table(prevT, w)
+		same := (got == nil) == (want == nil) && (got == nil || got.Equal(want))
+		if (wantErr == nil) != (gotErr == nil) || !same {
+			t.Fatalf("step %d: Tabler %v, Table %v", step, gotErr, wantErr)
+		}
+		prevT, prevW = got, want
 	}
 }
