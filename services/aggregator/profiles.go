@@ -59,6 +59,7 @@ type profiler struct {
 	current map[profKey]schemas.Profile
 	fits    map[profKey]regress.Profile // the accepted fits, for the SLO capacity
 	last    map[profKey]FitResult
+	fitter  regress.Fitter // the fits' working memory, kept between them
 }
 
 // profKey names a profile: an engine's ({engine, ""}) or a SKU's ({"", sku}).
@@ -138,7 +139,7 @@ func (pr *profiler) pooled(points map[string][]regress.Point) map[string][]regre
 func (pr *profiler) one(key profKey, sku string, pts []regress.Point, now time.Time) FitResult {
 	engine := key.engine
 	r := FitResult{Engine: engine, SKU: sku, At: now, Samples: len(pts)}
-	fit, err := regress.Fit(pts, pr.cfg)
+	fit, err := pr.fitter.Fit(pts, pr.cfg)
 	r.Fit = fit
 	row := schemas.Profile{
 		Engine: engine, SKU: sku, FittedAtUnixNano: now.UnixNano(),

@@ -43,6 +43,9 @@
 // # Concurrency
 //
 // Fit and FitCapacity are pure functions, safe for concurrent use; they
-// allocate their scratch space per call. No clock, no randomness, no I/O:
+// allocate their scratch space per call. A Fitter keeps that space
+// between fits (Fitter.Fit is Fit, bit for bit) and is owned by one
+// goroutine, as the aggregator's profile loop and the backtester's
+// optimizer policy own theirs. No clock, no randomness, no I/O:
 // the same input gives bit-identical output.
 package regress

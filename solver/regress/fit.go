@@ -167,10 +167,8 @@ func (d *data) prepare(points []Point, cfg Config) error {
 		return fmt.Errorf("%w: %d points, need %d", ErrTooFewSamples, len(points), cfg.MinSamples)
 	}
 	n := len(points)
-	if cap(d.buf) < 5*n {
-		d.buf = make([]float64, 5*n)
-	}
-	buf := d.buf[:5*n]
+	d.buf = resize(d.buf, 5*n)
+	buf := d.buf
 	if d.groups.of != nil {
 		d.spare = d.groups // the last fit's groups: their memory is free again
 	}

@@ -57,9 +57,11 @@ func (g *groups) groupLoads(load, y, w []float64, my float64) {
 
 // resize returns s with length n, reusing its memory when it has room
 // (the values are left as they are: callers write each before reading).
+// It grows as append does, so a Fitter whose histories lengthen by a few
+// points a fit reallocates a logarithmic number of times.
 func resize[T any](s []T, n int) []T {
 	if cap(s) < n {
-		return make([]T, n)
+		s = append(s[:cap(s)], make([]T, n-cap(s))...)
 	}
 	return s[:n]
 }

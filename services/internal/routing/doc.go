@@ -15,5 +15,7 @@
 // # Concurrency
 //
 // The functions are safe for concurrent use. A Demand is owned by one
-// goroutine (the optimizer's solve loop, or one simulation).
+// goroutine (the optimizer's solve loop, or one simulation), and so are a
+// Builder (BuildProblem keeping the routes between problems) and a Tabler
+// (Table keeping a sched.Updater between updates).
 package routing
