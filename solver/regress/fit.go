@@ -132,6 +132,10 @@ type data struct {
 	buf   []float64
 	spare groups
 	grid  []probe
+	// The last exact fits' capacities and sse (exact), nRecent of them
+	// since prepare.
+	recent  [4]exactFit
+	nRecent int
 }
 
 // The points are grouped by load when there are at most 1/maxGroupShare
@@ -173,7 +177,7 @@ func (d *data) prepare(points []Point, cfg Config) error {
 		d.spare = d.groups // the last fit's groups: their memory is free again
 	}
 	d.load, d.ttft, d.tbot, d.w, d.x = buf[:n], buf[n:2*n], buf[2*n:3*n], buf[3*n:4*n], buf[4*n:]
-	d.groups = groups{}
+	d.groups, d.nRecent = groups{}, 0
 	d.minLoad, d.maxLoad = math.Inf(1), 0
 	for i, p := range points {
 		d.load[i], d.ttft[i], d.tbot[i], d.w[i] = p.LoadRPS, p.TTFTMs, p.TBOTMs, p.Weight

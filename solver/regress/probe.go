@@ -31,12 +31,39 @@ func (d *data) probe(s float64) probe {
 	return p
 }
 
-// exact is p's sse, computed by ttftLine on first use.
+// exact is p's sse, computed by ttftLine on first use. Distinct s can
+// give the same capacity (near the end of the golden-section search the
+// bracket in s is narrower than the capacity's rounding, and more so for
+// capacities close to the largest load, where c moves by e^s·ds), and
+// ttftLine is a function of the capacity alone: the last few capacities'
+// sse are remembered, which spares about a third of the exact fits of a
+// backtest's refits, with the same values.
 func (d *data) exact(p *probe) float64 {
-	if !p.known {
-		p.sse, p.known = d.ttftLine(d.capacity(p.s)).sse, true
+	if p.known {
+		return p.sse
 	}
-	return p.sse
+	c := d.capacity(p.s)
+	sse, ok := d.recalled(c)
+	if !ok {
+		sse = d.ttftLine(c).sse
+		d.recent[d.nRecent%len(d.recent)] = exactFit{c: c, sse: sse}
+		d.nRecent++
+	}
+	p.sse, p.known = sse, true
+	return sse
+}
+
+// exactFit is one capacity's exact sse.
+type exactFit struct{ c, sse float64 }
+
+// recalled returns the sse of capacity c if it is among the recent ones.
+func (d *data) recalled(c float64) (float64, bool) {
+	for _, r := range d.recent[:min(d.nRecent, len(d.recent))] {
+		if r.c == c {
+			return r.sse, true
+		}
+	}
+	return 0, false
 }
 
 // atMost reports whether p's exact sse is at most q's, by their estimates
