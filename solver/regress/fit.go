@@ -237,10 +237,11 @@ func (d *data) ttftLine(c float64) line {
 	mx := 0.0
 	if g := &d.groups; g.of != nil {
 		g.regressor(c)
+		xs, ws := d.x[:len(g.of)], d.w[:len(g.of)]
 		for i, k := range g.of {
 			x := g.x[k]
-			d.x[i] = x
-			mx += d.w[i] * x
+			xs[i] = x
+			mx += ws[i] * x
 		}
 		return fitLineSums(d.x, d.ttft, d.w, mx, d.ttftSums)
 	}

@@ -57,6 +57,7 @@ func fitLineSums(x, y, w []float64, mx float64, ys lineSums) line {
 	mx /= ys.sw
 	my, syy := ys.my, ys.syy
 	var sxx, sxy, x2, xy float64
+	y, w = y[:len(x)], w[:len(x)] // one bounds check here, none in the loop
 	for i := range x {
 		dx, dy := x[i]-mx, y[i]-my
 		sxx += w[i] * dx * dx
@@ -99,6 +100,7 @@ func bestOnBoundary(x, y, w []float64, my, x2, xy, syy float64) line {
 
 func sse(x, y, w []float64, a, b float64) float64 {
 	var s float64
+	y, w = y[:len(x)], w[:len(x)]
 	for i := range x {
 		r := y[i] - a - b*x[i]
 		s += w[i] * r * r
