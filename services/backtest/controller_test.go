@@ -101,7 +101,18 @@ func TestPIDLowersASlowEngine(t *testing.T) {
 	if !(last < first/2) || math.Abs(s.Weights[0][0]+first-1) > 1e-9 {
 		t.Fatalf("a1's weight went from %.3f to %.3f, want below half", first, last)
 	}
-	if res.Policies[0].WeightUpdates == 0 || !(res.Policies[0].WeightChurn > 0) {
-		t.Fatalf("no churn recorded: %+v", res.Policies[0])
+	p := res.Policies[0]
+	if p.WeightUpdates == 0 || !(p.WeightChurn > 0) {
+		t.Fatalf("no churn recorded: %+v", p)
+	}
+	// The weights moved per minute are the churn of the updates made
+	// while requests arrived, per cluster (one here) and minute of the
+	// trace's span: at most every update's.
+	if len(p.Clusters) != 1 {
+		t.Fatalf("%d clusters, want the one of regionAFleet", len(p.Clusters))
+	}
+	span := float64(p.Good) / p.GoodputRPS // the trace's span, as goodput_rps divides by it
+	if all := p.WeightChurn * float64(p.WeightUpdates) / (span / 60); !(p.WeightMovedPerMinute > 0.9*all && p.WeightMovedPerMinute <= all*(1+1e-12)) {
+		t.Errorf("weight moved per minute %v, want most of every update's %v", p.WeightMovedPerMinute, all)
 	}
 }

@@ -166,7 +166,7 @@ func (p *tablePicker) setWeights(c int, weights map[string]float64, shed float64
 func (p *tablePicker) install(c int, t *sched.Table, w []float64, shed float64) {
 	s := p.s
 	if p.w[c] != nil {
-		s.rec.weightUpdate(p.w[c], w)
+		s.rec.weightUpdate(p.w[c], w, s.now)
 	}
 	p.w[c], p.shed[c] = w, shed
 	if t == nil {

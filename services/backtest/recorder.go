@@ -19,6 +19,8 @@ type recorder struct {
 	refused          int // shed by local admission
 	churnSum         float64
 	churnN           int
+	movedInSpan      float64 // churnSum of the updates up to the last arrival
+	lastArrival      int64
 	byName           []int // engine indexes in the order of their names, for weightUpdate
 	updates          int
 
@@ -53,6 +55,9 @@ func newRecorder(cfg *Config, fi *fleetInfo, w *workload) *recorder {
 		bucketNs: int64(cfg.SeriesInterval),
 	}
 	r.bucket = seriesBucket{end: r.bucketNs, inflightSum: make([]float64, ne)}
+	if w.len() > 0 {
+		r.lastArrival = w.arrival[w.len()-1]
+	}
 	return r
 }
 
@@ -99,7 +104,7 @@ func (r *recorder) served(_ *sim, i, e int, d *engine.Done) {
 // TotalVariation does; an engine with no weight in either adds 0, which
 // leaves the sum as it is, so the result is the same bit for bit
 // (TestWeightUpdateIsTotalVariation).
-func (r *recorder) weightUpdate(old, new []float64) {
+func (r *recorder) weightUpdate(old, new []float64, now int64) {
 	if r.byName == nil {
 		r.byName = namesOrder(r.fi.engines)
 	}
@@ -109,6 +114,9 @@ func (r *recorder) weightUpdate(old, new []float64) {
 	}
 	r.churnSum += sum / 2
 	r.churnN++
+	if now <= r.lastArrival {
+		r.movedInSpan += sum / 2
+	}
 }
 
 // weightAt is w[e], 0 past its end.
@@ -196,6 +204,9 @@ func (r *recorder) finish(s *sim) {
 	res.Followups = r.followups
 	res.FollowupMovedRatio = ratio(float64(r.moved), float64(r.followups))
 	res.SimulatedS = float64(s.now) / 1e9
+	if rows, span := s.fi.nrows(), arrivalSpanS(r.w); rows > 0 && span > 0 {
+		res.WeightMovedPerMinute = r.movedInSpan / float64(rows) / (span / 60)
+	}
 	res.Series = r.series
 	for c := range res.Clusters {
 		res.Clusters[c].RemoteRatio = ratio(float64(r.clusterRemote[c]), float64(r.clusterRouted[c]))

@@ -68,6 +68,14 @@ type PolicyResult struct {
 	// (0 for policies that never change weights).
 	WeightChurn   float64 `json:"weight_churn"`
 	WeightUpdates int     `json:"weight_updates"`
+	// WeightMovedPerMinute is the total variation the weights moved while
+	// requests arrived (the sum over the updates up to the last arrival
+	// of what WeightChurn averages), per cluster and minute of the
+	// trace's span (as for GoodputRPS, the same for every policy): how
+	// much traffic was re-pointed per unit of time, which, unlike the
+	// mean per update, does not favour a policy that updates often in
+	// small steps.
+	WeightMovedPerMinute float64 `json:"weight_moved_per_minute"`
 	// FollowupMovedRatio is the share of follow-up turns (requests of a
 	// conversation seen before) routed to another engine than the
 	// conversation's previous turn.

@@ -27,6 +27,8 @@ type seedsSummary struct {
 	Shed          spread `json:"shed"`
 	CacheHitRatio spread `json:"cache_hit_ratio"`
 	WeightChurn   spread `json:"weight_churn"`
+	// WeightMoved is weight_moved_per_minute (backtest.PolicyResult).
+	WeightMoved spread `json:"weight_moved_per_minute"`
 	// Best is in how many runs the policy's SLO attainment was the
 	// highest (ties count for each).
 	Best int `json:"best"`
@@ -107,6 +109,7 @@ func summarizeSeeds(runs []*backtest.Result) []seedsSummary {
 			s.Shed.add(float64(p.Shed), k, len(runs))
 			s.CacheHitRatio.add(p.CacheHitRatio, k, len(runs))
 			s.WeightChurn.add(p.WeightChurn, k, len(runs))
+			s.WeightMoved.add(p.WeightMovedPerMinute, k, len(runs))
 			if p.SLOAttainment == best {
 				s.Best++
 			}
