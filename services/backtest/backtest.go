@@ -109,5 +109,6 @@ func (b *Backtest) runPolicy(ctx context.Context, name string, prog *progress) (
 	}
 	r := s.rec.result
 	r.WallS = b.cfg.Clock().Sub(start).Seconds()
+	b.fi.pool.put(s.engines...) // the run is over: nothing reads its engines again
 	return &r, nil
 }

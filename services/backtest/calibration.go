@@ -84,7 +84,7 @@ func (c *calibrator) calibrate(r *recorder, endNs int64) []EngineCalibration {
 	measured := func(p engine.Params) float64 {
 		v, ok := byParams[p]
 		if !ok {
-			v = measureCapacity(p, w)
+			v = measureCapacityWith(&fi.pool, p, w)
 			byParams[p] = v
 		}
 		return v

@@ -16,10 +16,17 @@ const probeRequests = 1000
 // batch) and the tail (a draining batch). It is what the engine model can
 // serve of this trace's mix, the check on a model's capacity.
 func measureCapacity(p engine.Params, w *workload) float64 {
-	eng, err := engine.New(p)
+	var pool enginePool
+	return measureCapacityWith(&pool, p, w)
+}
+
+// measureCapacityWith is measureCapacity with an engine from pool.
+func measureCapacityWith(pool *enginePool, p engine.Params, w *workload) float64 {
+	eng, err := pool.get(p)
 	if err != nil || w.len() == 0 {
 		return 0
 	}
+	defer pool.put(eng)
 	n := min(probeRequests, w.len())
 	step := max(w.len()/n, 1)
 	submitted := 0

@@ -34,6 +34,9 @@ type fleetInfo struct {
 	demand     []float64 // demand fraction by cluster
 	engIdx     map[string]int
 	clIdx      map[string]int
+	// pool keeps the engines of finished runs over this fleet for the
+	// next ones (the rest of fleetInfo is read-only during runs).
+	pool enginePool
 }
 
 func newFleetInfo(f *schemas.Fleet) (*fleetInfo, error) {

@@ -89,7 +89,7 @@ func newSim(cfg *Config, fi *fleetInfo, w *workload, name string) (*sim, error) 
 		s.convLast[i] = -1
 	}
 	for e, p := range fi.params {
-		eng, err := engine.New(p)
+		eng, err := fi.pool.get(p)
 		if err != nil {
 			return nil, fmt.Errorf("backtest: engine %q: %w", fi.engines[e], err)
 		}
