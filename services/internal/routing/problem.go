@@ -52,6 +52,11 @@ type Builder struct {
 	net  map[string]map[string]float64
 	elig map[string][]string
 	idx  []int // scratch: this build's engines, by fleet index
+	// valid: a problem with these routes passed Validate. Its names (the
+	// rows', the engines') and routes are every such problem's, so
+	// another one passes too exactly when its numbers are in range
+	// (numbersValid); Validate runs only when they are not, for its error.
+	valid bool
 }
 
 // Build is BuildProblem(f, rows, engines, demand, meanOutputTokens).
@@ -89,12 +94,39 @@ func (b *Builder) Build(f *schemas.Fleet, rows *Rows, engines []optimize.Engine,
 	}
 	if b.net == nil || !slices.Equal(b.in, b.idx) {
 		b.routes(f, rows)
+		b.valid = false
 	}
 	p.NetworkMs, p.Eligible = b.net, b.elig
+	if b.valid && numbersValid(p) {
+		return p, nil
+	}
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	b.valid = true
 	return p, nil
+}
+
+// numbersValid reports whether every number of p is one Validate accepts
+// and p has clusters and engines: with names and routes that passed
+// Validate before, p then passes it too.
+func numbersValid(p *optimize.Problem) bool {
+	ok := func(v float64) bool { return v >= 0 && v <= optimize.MaxValue } // false for NaN
+	if !ok(p.MeanOutputTokens) || !ok(p.ShedPenaltyMs) || !(p.MaxUtilization > 0 && p.MaxUtilization < 1) ||
+		len(p.Clusters) == 0 || len(p.Engines) == 0 || len(p.Demands) > 0 {
+		return false
+	}
+	for _, c := range p.Clusters {
+		if !ok(c.DemandRps) {
+			return false
+		}
+	}
+	for _, e := range p.Engines {
+		if !ok(e.CapacityRps) || !ok(e.TTFT.BaseMs) || !ok(e.TTFT.QueueMs) || !ok(e.TBOT.BaseMs) || !ok(e.TBOT.SlopeMs) {
+			return false
+		}
+	}
+	return true
 }
 
 // routes builds the network times and eligible lists of every row over

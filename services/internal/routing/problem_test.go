@@ -2,6 +2,7 @@ package routing
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"slices"
@@ -115,7 +116,7 @@ func TestBuilderIsBuildProblem(t *testing.T) {
 	f := schemas.ExampleFleetOneModel()
 	rows := NewRows(f)
 	var b Builder
-	for step := range 12 {
+	for step := range 16 {
 		engines := make([]optimize.Engine, len(f.Engines))
 		for i := range engines {
 			engines[i] = optimize.Engine{CapacityRps: 3 + float64(step), TTFT: optimize.TTFT{BaseMs: 100, QueueMs: 50},
@@ -132,10 +133,21 @@ func TestBuilderIsBuildProblem(t *testing.T) {
 				engines[i].CapacityRps = 0
 			}
 		}
-		demand := []float64{1 + float64(step), 2, 3}
-		want, wantErr := BuildProblem(f, rows, engines, demand, 250)
-		got, gotErr := b.Build(f, rows, engines, demand, 250)
-		if !reflect.DeepEqual(got, want) || !errors.Is(gotErr, wantErr) {
+		demand, tokens := []float64{1 + float64(step), 2, 3}, 250.0
+		switch step { // numbers Validate refuses, with the routes of a valid problem
+		case 12:
+			demand[1] = math.NaN()
+		case 13:
+			engines[3].TTFT.BaseMs = -1
+		case 14:
+			tokens = math.Inf(1)
+		}
+		want, wantErr := BuildProblem(f, rows, engines, demand, tokens)
+		got, gotErr := b.Build(f, rows, engines, demand, tokens)
+		if (step == 11 || step >= 12 && step <= 14) != (wantErr != nil) {
+			t.Fatalf("step %d: BuildProblem's error %v", step, wantErr)
+		}
+		if !reflect.DeepEqual(got, want) || fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
 			t.Fatalf("step %d: Builder %+v (%v), BuildProblem %+v (%v)", step, got, gotErr, want, wantErr)
 		}
 	}
