@@ -93,13 +93,19 @@ func (st *state) jumpIdle() bool {
 func (st *state) idleSteps(g *groups, idle []bool, grad []float64) []float64 {
 	m := st.m
 	step := make([]float64, m.nc)
+	bp := newBreakpoints(m.nc)
 	for pass := 0; ; pass++ {
 		joined := false
+		// Every root's breakpoint, in one pass over the engines and one
+		// over the clusters. A join below changes only the two groups it
+		// joins, which this pass does not visit again: the roots it still
+		// visits have the members, and so the breakpoints, they had here.
+		st.groupBreakpoints(g, idle, grad, bp)
 		for r := range m.nc {
 			if !idle[r] || g.find(r) != r || grad[r] == 0 {
 				continue
 			}
-			d, by := st.groupBreakpoint(g, r, grad[r] > 0)
+			d, by := bp.d[r], bp.by[r]
 			step[r] = d
 			if by < 0 || pass >= m.nc || st.churn {
 				continue
@@ -121,12 +127,42 @@ func (st *state) idleSteps(g *groups, idle []bool, grad []float64) []float64 {
 	}
 }
 
-// groupBreakpoint is how far the prices of idle group r must rise (up) or
-// fall to reach its next breakpoint, and a cluster of the group met
-// there (whose arc starts to flow into r's engines, or into whose engine
-// r's arc starts to flow), or -1 (shedding starts, or an engine frees up).
-func (st *state) groupBreakpoint(g *groups, r int, up bool) (float64, int) {
+// breakpoints is groupBreakpoints' result and scratch, by group root:
+// how far the group's prices move to its next breakpoint (d), and a
+// cluster of the group met there or -1 (by).
+type breakpoints struct {
+	d    []float64
+	by   []int
+	root []int  // scratch: per cluster, its group's root
+	dir  []int8 // scratch: per root, +1 rising, -1 falling, 0 not moving
+}
+
+func newBreakpoints(nc int) *breakpoints {
+	return &breakpoints{d: make([]float64, nc), by: make([]int, nc), root: make([]int, nc), dir: make([]int8, nc)}
+}
+
+// groupBreakpoints sets, for every idle group r with grad[r] ≠ 0, how far
+// its prices must rise (grad > 0) or fall to reach its next breakpoint,
+// and a cluster of the group met there (whose arc starts to flow into r's
+// engines, or into whose engine r's arc starts to flow), or -1 (shedding
+// starts, or an engine frees up). It visits each group's engines and
+// clusters in ascending order, as a pass per group would, so a group's
+// result is the same; but every group's in one pass over all of them.
+func (st *state) groupBreakpoints(g *groups, idle []bool, grad []float64, bp *breakpoints) {
 	m, p := st.m, st.cur
+	for c := range m.nc {
+		bp.root[c] = g.find(c)
+		bp.dir[c] = 0
+		bp.d[c], bp.by[c] = math.Inf(1), -1
+	}
+	for r := range m.nc {
+		if idle[r] && bp.root[r] == r && grad[r] != 0 {
+			bp.dir[r] = -1
+			if grad[r] > 0 {
+				bp.dir[r] = 1
+			}
+		}
+	}
 	owner := func(e int) int { // a cluster sending flow to e, or -1
 		lo, hi := p.actStart[e], p.actStart[e+1]
 		if lo == hi {
@@ -134,49 +170,56 @@ func (st *state) groupBreakpoint(g *groups, r int, up bool) (float64, int) {
 		}
 		return int(m.slotClu[p.act[lo]])
 	}
-	d, by := math.Inf(1), -1
-	if !up {
-		// Falling, a capped engine frees up, or another cluster's arc into
-		// one of the group's engines starts to take flow.
-		for e := range m.ne {
-			if o := owner(e); o < 0 || g.find(o) != r {
-				continue
-			}
-			if v := p.mu[e] - m.eng[e].d1u; v < d {
-				d, by = v, -1
-			}
-			for k := m.eStart[e]; k < m.eStart[e+1]; k++ {
-				c := m.slotClu[k]
-				if w := st.w[c]; w > 0 && g.find(int(c)) != r {
-					if gap := p.mu[e] - (p.pi[c] - m.slotNet[k] + st.y[k]/w); gap > 0 && gap < d {
-						d, by = gap, int(c)
-					}
+	// Falling, a capped engine frees up, or another cluster's arc into
+	// one of the group's engines starts to take flow.
+	for e := range m.ne {
+		o := owner(e)
+		if o < 0 {
+			continue
+		}
+		r := bp.root[o]
+		if bp.dir[r] != -1 {
+			continue
+		}
+		d := bp.d[r]
+		if v := p.mu[e] - m.eng[e].d1u; v < d {
+			d, bp.by[r] = v, -1
+		}
+		for k := m.eStart[e]; k < m.eStart[e+1]; k++ {
+			c := m.slotClu[k]
+			if w := st.w[c]; w > 0 && bp.root[c] != r {
+				if gap := p.mu[e] - (p.pi[c] - m.slotNet[k] + st.y[k]/w); gap > 0 && gap < d {
+					d, bp.by[r] = gap, int(c)
 				}
 			}
 		}
-		return d, by
+		bp.d[r] = d
 	}
+	// Rising, shedding starts or an arc into an engine outside the group
+	// starts to take flow.
 	for c := range m.nc {
-		if g.find(c) != r || st.w[c] == 0 {
+		r := bp.root[c]
+		if bp.dir[r] != 1 || st.w[c] == 0 {
 			continue
 		}
 		w := st.w[c]
+		d := bp.d[r]
 		if v := m.penalty - st.ys[c]/w - p.pi[c]; v < d {
-			d, by = v, -1
+			d, bp.by[r] = v, -1
 		}
 		lo, hi := m.arcs(c)
 		for a := lo; a < hi; a++ {
 			e := int(m.arcEng[a])
 			o := owner(e)
-			if o >= 0 && g.find(o) == r {
+			if o >= 0 && bp.root[o] == r {
 				continue
 			}
 			if gap := m.arcNet[a] + p.mu[e] - st.y[m.arcSlot[a]]/w - p.pi[c]; gap > 0 && gap < d {
-				d, by = gap, o
+				d, bp.by[r] = gap, o
 			}
 		}
+		bp.d[r] = d
 	}
-	return d, by
 }
 
 // groups is a union-find over clusters.

@@ -189,9 +189,26 @@ func (st *state) assembleEngines(nw *newtonWork) {
 	m, p := st.m, st.cur
 	cut := nw.tau * softCut
 	useLists := st.listsCover(p.pi, cut)
+	on := st.bidPrices(p.pi)
 	for e := range m.ne {
 		near, soft := nw.near[:0], nw.soft[:0]
 		v := st.engineSlots(e, useLists)
+		if st.yZero {
+			// The same arcs as below, for a centre at zero: b = π − n, or
+			// -Inf for a cluster without weight (z = +Inf: skipped).
+			mu := p.mu[e]
+			for i, c := range v.clu {
+				z := mu - (on[c] - v.net[i])
+				switch {
+				case z >= cut:
+				case z < 0:
+					near = append(near, nearArc{c, st.w[c], 1})
+				case len(soft) < maxNear || z <= soft[maxNear-1].r:
+					soft = keepHeaviest(soft, nearArc{c, st.w[c], z})
+				}
+			}
+			v.clu = nil
+		}
 		for i, c := range v.clu {
 			w := st.w[c]
 			if w == 0 {

@@ -205,6 +205,7 @@ func (st *state) clearingLoads(lam []float64) (overloaded bool) {
 // to today's demand.
 func (st *state) centreOnPrevious(pv *previous) {
 	m := st.m
+	st.yZero = false
 	for i, a := range pv.arcs {
 		st.y[m.arcSlot[a]] = pv.w[i] * m.demand[clusterOfArc(m, a)]
 	}

@@ -21,6 +21,7 @@ type state struct {
 	y      []float64 // per slot: proximal centre, rps
 	ys     []float64 // per cluster: shed proximal centre, rps
 	yConst float64   // Σ y²/2w over slots: the dual value's share from arcs without flow
+	yZero  bool      // every y is 0: a cold first round
 	warm   bool      // started from a previous solution
 	churn  bool      // the centre is the previous solution: κ is the churn price
 
@@ -34,6 +35,7 @@ type state struct {
 	mem        *memory // working memory kept between attempts and solves
 	cur, trial *point
 	arcs       []engineArc // scratch
+	on         []float64   // scratch: bidPrices
 	slots      []int32     // scratch
 }
 
@@ -60,13 +62,14 @@ func newPoint(nc, ne int) *point {
 
 func newState(m *model) *state {
 	st := &state{
-		m:    m,
-		w:    make([]float64, m.nc),
-		y:    make([]float64, len(m.slotArc)),
-		ys:   make([]float64, m.nc),
-		piLo: make([]float64, m.nc),
-		piHi: make([]float64, m.nc),
-		cur:  newPoint(m.nc, m.ne),
+		m:     m,
+		w:     make([]float64, m.nc),
+		y:     make([]float64, len(m.slotArc)),
+		ys:    make([]float64, m.nc),
+		piLo:  make([]float64, m.nc),
+		piHi:  make([]float64, m.nc),
+		cur:   newPoint(m.nc, m.ne),
+		yZero: true,
 	}
 	st.trial = newPoint(m.nc, m.ne)
 	for e := range m.ne {
@@ -131,6 +134,7 @@ func (st *state) evaluate(p, from *point) {
 	}
 	p.act, p.actX = p.act[:0], p.actX[:0]
 	useLists := st.listsCover(p.pi, 0)
+	st.bidPrices(p.pi)
 	for e := range m.ne {
 		p.actStart[e] = int32(len(p.act))
 		value += st.evaluateEngine(p, e, from.lam[e], from.mu[e], useLists)
@@ -196,6 +200,19 @@ func (st *state) evaluateEngine(p *point, e int, warmL, warmMu float64, useLists
 // slices.
 func (st *state) collect(p *point, v slotView, tau float64) {
 	arcs, out := st.arcs[:0], st.slots[:0]
+	if st.yZero {
+		// b = π − n, from the prices bidPrices set for p (-Inf for a
+		// cluster without weight, which never passes tau).
+		on := st.on
+		for i, c := range v.clu {
+			if b := on[c] - v.net[i]; b > tau {
+				arcs = append(arcs, engineArc{b: b, w: st.w[c]})
+				out = append(out, v.slots[i])
+			}
+		}
+		st.arcs, st.slots = arcs, out
+		return
+	}
 	for i, c := range v.clu {
 		w := st.w[c]
 		if w == 0 {
@@ -211,6 +228,19 @@ func (st *state) collect(p *point, v slotView, tau float64) {
 		}
 	}
 	st.arcs, st.slots = arcs, out
+}
+
+// bidPrices sets and returns st.on: per cluster its price in pi, or -Inf
+// when it has no weight (no demand), so that π − n needs no test.
+func (st *state) bidPrices(pi []float64) []float64 {
+	st.on = resize(st.on, len(pi))
+	for c, v := range pi {
+		st.on[c] = math.Inf(-1)
+		if st.w[c] > 0 {
+			st.on[c] = v
+		}
+	}
+	return st.on
 }
 
 func (st *state) tracef(format string, a ...any) {
@@ -255,6 +285,7 @@ func (st *state) centrePoint() *point {
 // recentre moves the proximal centre to the current flows.
 func (st *state) recentre() {
 	clear(st.y)
+	st.yZero = false
 	for i, k := range st.cur.act {
 		st.y[k] = st.cur.actX[i]
 	}

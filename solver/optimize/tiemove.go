@@ -130,16 +130,37 @@ func (x *ties) candidatesFull(members []int32) {
 // members' is -Inf, which never wins).
 func (x *ties) bidsFor(e int32) moveEngine {
 	me := moveEngine{e: e, c: x.treeClu[e], oc: -1, b: x.treeBid[e], o: math.Inf(-1), bn: x.treeNet[e], l: x.load[e]}
-	clu, net := x.bids.bidders(e)
-	for i, c := range clu {
-		if v := x.outPi[c] - net[i]; v > me.o {
-			me.o, me.oc, me.on = v, c, net[i]
-		}
+	if o := x.owner[e]; x.ties[e] == 0 && o >= 0 && !x.inS[o] {
+		// Owned by a cluster outside the tree: the owner's bid is the
+		// best of all, so the best from outside. Which outside cluster
+		// makes it first matters only if the move ties e (apply).
+		me.o, me.oc = x.pi[o]-x.ownNet[e], ocUnresolved
+	} else {
+		me.o, me.oc, me.on = x.bestOutside(e)
 	}
 	if math.Abs(me.b-me.o) <= tieTol*max(1, math.Abs(me.b)) {
 		me.o = me.b // tied to rounding: the kink is here
 	}
 	return me
+}
+
+// ocUnresolved marks a candidate whose best outside bid is known but not
+// the first outside cluster making it (bidsFor); apply finds it when it
+// ties the engine, reown1 never reads it (the tree did not own e).
+const ocUnresolved = -2
+
+// bestOutside is engine e's best bid from clusters outside the moving
+// tree (whose outPi is their price) and the first listed bidder (lowest
+// index) making it, with its network ms.
+func (x *ties) bestOutside(e int32) (o float64, oc int32, on float64) {
+	o, oc = math.Inf(-1), -1
+	clu, net := x.bids.bidders(e)
+	for i, c := range clu {
+		if v := x.outPi[c] - net[i]; v > o {
+			o, oc, on = v, c, net[i]
+		}
+	}
+	return o, oc, on
 }
 
 // slope is the dual's derivative along a move of the tree by t, just
@@ -231,7 +252,10 @@ func (x *ties) apply(k int32, members []int32, r moveResult) {
 	structural := false
 	switch {
 	case r.kinkAt >= 0:
-		ce := x.cand[r.kinkAt]
+		ce := &x.cand[r.kinkAt]
+		if ce.oc == ocUnresolved {
+			_, ce.oc, ce.on = x.bestOutside(ce.e)
+		}
 		x.merges++
 		for _, c := range []int32{ce.c, ce.oc} {
 			if !x.tied(c, ce.e) {
@@ -294,6 +318,9 @@ func (x *ties) reown1(ce *moveEngine, t float64) bool {
 	}
 	who, bid, wn := ce.c, v, ce.bn
 	if !now {
+		if ce.oc == ocUnresolved {
+			_, ce.oc, ce.on = x.bestOutside(e)
+		}
 		who, bid, wn = ce.oc, ce.o, ce.on
 	}
 	f := &x.m.eng[e]
