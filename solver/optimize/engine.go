@@ -142,9 +142,20 @@ func (f *engineCost) interiorLoad(arcs []engineArc, warm float64) (l, mu float64
 	}
 	for range 200 {
 		d1, d2 := f.marginal(l)
-		s, slope := supplySlope(arcs, d1)
+		s, slope, mag := supplySlopeMag(arcs, d1)
 		g := s - l
+		// Stop once g is within its rounding error: s sums differences
+		// b − μ, each off by about ε·(|b| + |μ|) times its w.
 		if math.Abs(g) <= 1e-15*l {
+			return l, d1
+		}
+		if math.Abs(g) <= 8*epsilon*(mag+slope*math.Abs(d1)+l) {
+			// One more Newton step, without the pass over the arcs that
+			// would only show the rounding error.
+			if next := l + g/(1+slope*d2); next > lo && next < hi {
+				l = next
+				d1, _ = f.marginal(l)
+			}
 			return l, d1
 		}
 		if g > 0 {
@@ -186,6 +197,22 @@ func supplySlope(arcs []engineArc, mu float64) (s, slope float64) {
 	}
 	return s, slope
 }
+
+// supplySlopeMag is supplySlope and Σ w·|b| over the arcs that flow at
+// μ, which bounds supply's rounding error.
+func supplySlopeMag(arcs []engineArc, mu float64) (s, slope, mag float64) {
+	for _, a := range arcs {
+		if a.b > mu {
+			s += a.w * (a.b - mu)
+			slope += a.w
+			mag += a.w * math.Abs(a.b)
+		}
+	}
+	return s, slope, mag
+}
+
+// epsilon is the float64 unit roundoff.
+const epsilon = 0x1p-53
 
 // priceForSupply solves supply(μ) = target for μ ≥ from, where
 // supply(from) ≥ target. supply is piecewise linear, convex and falling, so
