@@ -42,7 +42,9 @@
 //     cost the sum of their cubes; Armijo/regula-falsi line search on the
 //     concave dual) maximises it. κ starts at 300 ms and falls tenfold a
 //     round. The Hessian counts arcs a few ms short of flowing with a
-//     decaying weight (the four nearest an engine), and groups of clusters
+//     decaying weight (the four nearest an engine, twice as many after
+//     each step the line search cut below a tenth, up to 64, and half as
+//     many after a full step), and groups of clusters
 //     whose flows do not respond to a common price move (they feed only
 //     engines at their cap) jump straight to their next breakpoint, groups
 //     that meet there moving the same way together: real fleets hold many

@@ -11,7 +11,7 @@ import "math"
 // the dual value changes by less than its rounding error, so there a full
 // step that halves the demand residual without losing value beyond
 // rounding is accepted too.
-func (st *state) lineSearch(nw *newtonWork) bool {
+func (st *state) lineSearch(nw *newtonWork) (float64, bool) {
 	cur := st.cur
 	res0 := st.maxRelGrad(cur)
 	d0 := dot(cur.grad, nw.step)
@@ -27,7 +27,7 @@ func (st *state) lineSearch(nw *newtonWork) bool {
 		}
 		if ok {
 			st.cur, st.trial = tr, cur
-			return true
+			return t, true
 		}
 		dt := dot(tr.grad, nw.step)
 		if dt > 0 && tr.value >= cur.value {
@@ -52,7 +52,7 @@ func (st *state) lineSearch(nw *newtonWork) bool {
 			t = tLo + (tHi-tLo)/2
 		}
 	}
-	return false
+	return 0, false
 }
 
 // tryStep evaluates π + t·step, projected on the price box, into st.trial

@@ -129,6 +129,7 @@ const (
 // what the certificate can resolve.
 func (st *state) solveExact(opt Options) runStats {
 	nw := newNewtonWork(st.m)
+	nw.widen = true
 	var run runStats
 	kappa := kappaStart
 	if st.warm {
