@@ -12,7 +12,8 @@ import (
 //	a = ttft.base_ms + T·tbot.base_ms,  b = ttft.queue_ms,  c = T·tbot.slope_ms,
 //
 // with T the mean output tokens. F is convex and increasing on [0, u], the
-// engine's load cap u = max_utilization·k < k:
+// engine's load cap u = max_utilization·k < k, or Engine.MaxLoadRps if
+// lower:
 //
 //	F'(λ)  = a + b·((1−ρ)⁻² − 1) + 2c·ρ
 //	F''(λ) = (2b·(1−ρ)⁻³ + 2c) / k
@@ -30,6 +31,9 @@ func newEngineCost(e Engine, meanOutputTokens, maxUtilization float64) engineCos
 		c: meanOutputTokens * e.TBOT.SlopeMs,
 		k: e.CapacityRps,
 		u: maxUtilization * e.CapacityRps,
+	}
+	if e.MaxLoadRps > 0 && e.MaxLoadRps < f.u {
+		f.u = e.MaxLoadRps // Engine.MaxLoadRps
 	}
 	f.d1u, _ = f.marginal(f.u)
 	return f

@@ -46,6 +46,11 @@ type Engine struct {
 	CapacityRps float64 `json:"capacity_rps"`
 	TTFT        TTFT    `json:"ttft"`
 	TBOT        TBOT    `json:"tbot"`
+	// MaxLoadRps, when positive, caps the engine's load below
+	// max_utilization × capacity_rps: the load at which it still serves
+	// within an SLO (services/internal/routing, SLOLoad). 0 (absent): the
+	// cap is max_utilization × capacity_rps alone.
+	MaxLoadRps float64 `json:"max_load_rps,omitempty"`
 	// Models the engine serves (none listed: every model) and the longest
 	// prompt it accepts (0: no limit), for Demands (classes.go).
 	Models           []string `json:"models,omitempty"`
@@ -194,7 +199,7 @@ func (p *Problem) validateEngines() (map[string]bool, error) {
 			name string
 			v    float64
 		}{
-			{"capacity_rps", e.CapacityRps},
+			{"capacity_rps", e.CapacityRps}, {"max_load_rps", e.MaxLoadRps},
 			{"ttft.base_ms", e.TTFT.BaseMs}, {"ttft.queue_ms", e.TTFT.QueueMs},
 			{"tbot.base_ms", e.TBOT.BaseMs}, {"tbot.slope_ms", e.TBOT.SlopeMs},
 		}

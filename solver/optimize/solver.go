@@ -107,7 +107,7 @@ func (s *Solver) canUpdate(p *Problem) bool {
 	}
 	for i := range p.Engines {
 		e := &p.Engines[i]
-		if !inRange(e.CapacityRps) || !inRange(e.TTFT.BaseMs) || !inRange(e.TTFT.QueueMs) ||
+		if !inRange(e.CapacityRps) || !inRange(e.MaxLoadRps) || !inRange(e.TTFT.BaseMs) || !inRange(e.TTFT.QueueMs) ||
 			!inRange(e.TBOT.BaseMs) || !inRange(e.TBOT.SlopeMs) {
 			return false
 		}

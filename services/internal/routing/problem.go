@@ -30,7 +30,8 @@ const MinCapacityRPS = 1e-6
 // MinCapacityRPS is left out, and a row may use only engines that are in
 // the problem, eligible for its cluster (residency), reachable (a
 // network_ms pair between their regions) and serving its class (the same
-// rule as optimize.Problem.Expand). meanOutputTokens is the fleet's
+// rule as optimize.Problem.Expand). Each engine's load is capped where
+// its modelled TBOT reaches the fleet's tbot_slo_ms (SLOLoad). meanOutputTokens is the fleet's
 // mean_output_tokens, or an observed mean. The problem is validated.
 func BuildProblem(f *schemas.Fleet, rows *Rows, engines []optimize.Engine, demand []float64, meanOutputTokens float64) (*optimize.Problem, error) {
 	var b Builder
@@ -74,6 +75,7 @@ func (b *Builder) Build(f *schemas.Fleet, rows *Rows, engines []optimize.Engine,
 		}
 		e := engines[i]
 		e.Name = fe.Name
+		e.MaxLoadRps = SLOLoad(e, f.TBOTSLOMs, f.MaxUtilization)
 		p.Engines = append(p.Engines, e)
 		b.idx = append(b.idx, i)
 	}
@@ -180,7 +182,7 @@ func CheckSolution(p *optimize.Problem, sol *optimize.Solution) error {
 	}
 	for _, e := range p.Engines {
 		load := sol.EngineLoadRps[e.Name]
-		limit := e.CapacityRps * p.MaxUtilization
+		limit := loadCap(p, e)
 		if !isFinite(load) || load < 0 || load > limit*(1+loadTolerance)+1e-12 {
 			return fmt.Errorf("%w: engine %s: load %v rps, cap %v", ErrRejected, e.Name, load, limit)
 		}

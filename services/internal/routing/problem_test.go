@@ -3,6 +3,7 @@ package routing
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"slices"
@@ -176,5 +177,92 @@ func TestTablerIsTable(t *testing.T) {
 			t.Fatalf("step %d: Tabler %v, Table %v", step, gotErr, wantErr)
 		}
 		prevT, prevW = got, want
+	}
+}
+
+// TestSLOLoad: the cap lies SLOLoadSlack times past the utilisation where
+// the modelled TBOT reaches the SLO, never under MinSLOUtilization of the
+// capacity, and is 0 (none) when it would reach max_utilization, when
+// TBOT does not rise with load, or without an SLO or a capacity.
+func TestSLOLoad(t *testing.T) {
+	e := optimize.Engine{Name: "h", CapacityRps: 2, TBOT: optimize.TBOT{BaseMs: 30, SlopeMs: 140}}
+	// TBOT reaches 100 ms at ρ = 0.5: the cap is 1.15 × 0.5 × 2 rps.
+	if got, want := SLOLoad(e, 100, 0.95), SLOLoadSlack*0.5*2; math.Abs(got-want) > 1e-12 {
+		t.Errorf("cap %v rps, want %v", got, want)
+	}
+	slow := e
+	slow.TBOT.BaseMs = 120 // over the SLO at any load
+	if got, want := SLOLoad(slow, 100, 0.95), MinSLOUtilization*2; math.Abs(got-want) > 1e-12 {
+		t.Errorf("an engine over the SLO at every load: cap %v rps, want the floor %v", got, want)
+	}
+	for _, c := range []struct {
+		name string
+		e    optimize.Engine
+		slo  float64
+	}{
+		{"TBOT within the SLO up to max_utilization", e, 200},
+		{"flat TBOT", optimize.Engine{CapacityRps: 2, TBOT: optimize.TBOT{BaseMs: 30}}, 100},
+		{"no SLO", e, 0},
+		{"no capacity", optimize.Engine{TBOT: e.TBOT}, 100},
+	} {
+		if got := SLOLoad(c.e, c.slo, 0.95); got != 0 {
+			t.Errorf("%s: cap %v, want 0 (none)", c.name, got)
+		}
+	}
+}
+
+// TestBuildProblemCapsAtTheSLO: BuildProblem caps each engine at SLOLoad
+// of the fleet's tbot_slo_ms, the solver keeps every engine under it and
+// sheds the demand above the caps, and CheckSolution rejects a solution
+// over an engine's cap.
+func TestBuildProblemCapsAtTheSLO(t *testing.T) {
+	f := schemas.ExampleFleetOneModel()
+	rows := NewRows(f)
+	engines := make([]optimize.Engine, len(f.Engines))
+	capSum := 0.0
+	for i := range engines {
+		engines[i] = optimize.Engine{CapacityRps: 2, TTFT: optimize.TTFT{BaseMs: 200, QueueMs: 300},
+			TBOT: optimize.TBOT{BaseMs: 30, SlopeMs: 140}}
+		capSum += SLOLoad(engines[i], f.TBOTSLOMs, f.MaxUtilization)
+	}
+	if !(capSum > 0) {
+		t.Fatalf("the example fleet's TBOT SLO %v ms caps nothing", f.TBOTSLOMs)
+	}
+	demand := make([]float64, rows.Len())
+	for r := range demand {
+		demand[r] = 1.5 * capSum / float64(len(demand)) // half again the fleet's SLO load
+	}
+	p, err := BuildProblem(f, rows, engines, demand, f.MeanOutputTokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range p.Engines {
+		if want := SLOLoad(e, f.TBOTSLOMs, f.MaxUtilization); e.MaxLoadRps != want || !(want > 0) {
+			t.Errorf("engine %s: max_load_rps %v, want SLOLoad %v", e.Name, e.MaxLoadRps, want)
+		}
+	}
+	sol, err := optimize.Solve(p, optimize.Options{Tolerance: 1e-9, MaxNewtonSteps: 2000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckSolution(p, sol); err != nil {
+		t.Fatal(err)
+	}
+	served := 0.0
+	for _, e := range p.Engines {
+		l := sol.EngineLoadRps[e.Name]
+		served += l
+		if l > e.MaxLoadRps*(1+1e-9) {
+			t.Errorf("engine %s: load %v over its SLO cap %v", e.Name, l, e.MaxLoadRps)
+		}
+	}
+	if math.Abs(served-capSum) > 1e-6*capSum {
+		t.Errorf("served %v rps, want the fleet's SLO load %v (the rest shed)", served, capSum)
+	}
+	over := *sol
+	over.EngineLoadRps = maps.Clone(sol.EngineLoadRps)
+	over.EngineLoadRps[p.Engines[0].Name] = p.Engines[0].MaxLoadRps * 1.01
+	if err := CheckSolution(p, &over); err == nil {
+		t.Error("CheckSolution accepted an engine 1% over its SLO cap")
 	}
 }
