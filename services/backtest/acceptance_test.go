@@ -173,9 +173,14 @@ var (
 	// the bound is level within 0.002. The hour holds the optimizer ahead
 	// (TestAcceptanceEnsemble).
 	multiRegionH100 = bounds{beatAll: true, margin: 0.002, cacheRatio: 0.9, churn: true}
-	// Headroom: nothing shed, at least least-loaded's attainment (0.10-0.19
-	// points above it on the stretches).
-	headroom = bounds{headroom: true, cacheRatio: 0.9, churn: true}
+	// Headroom: nothing shed, level with least-loaded or ahead. With the
+	// engines capped at their SLO load the first stretch gives 0.9945
+	// against 0.9951 over seeds 1-4 and 0.9958 against 0.9950 over seeds
+	// 5-20 (0.9952 / 0.9954 without the caps): a four-run mean moves by
+	// about 0.0006 by chance here, so the bound is level within 0.001.
+	// The hour holds level within 0.0005 over eight runs
+	// (TestAcceptanceEnsemble).
+	headroom = bounds{headroom: true, margin: 0.001, cacheRatio: 0.9, churn: true}
 	// Overload: first, shedding no more than 1.2 × the reference (0.5-0.66
 	// × here), and weight churn below pid's since a shedding cluster's
 	// published routing is smoothed (routing.Smooth): 0.0046, 0.0034,

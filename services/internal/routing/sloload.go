@@ -29,7 +29,7 @@ const SLOLoadSlack = 1.15
 // engine's requests miss the TBOT SLO and slow each other down: on a
 // fleet short of capacity every request then misses, where refusing the
 // excess keeps the rest within the SLO (the overload hour: 0.39 of all
-// requests within the SLO without the cap, 0.69 with it, refusing 913
+// requests within the SLO without the cap, 0.69 with it, refusing 914
 // requests against jsq-admission's 1,126). The optimizer's problem caps
 // each engine here (optimize.Engine.MaxLoadRps), so the solver sheds the
 // demand the fleet cannot serve within the SLO, and only that. TTFT is
