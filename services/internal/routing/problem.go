@@ -124,7 +124,7 @@ func numbersValid(p *optimize.Problem) bool {
 		}
 	}
 	for _, e := range p.Engines {
-		if !ok(e.CapacityRps) || !ok(e.TTFT.BaseMs) || !ok(e.TTFT.QueueMs) || !ok(e.TBOT.BaseMs) || !ok(e.TBOT.SlopeMs) {
+		if !ok(e.CapacityRps) || !ok(e.MaxLoadRps) || !ok(e.TTFT.BaseMs) || !ok(e.TTFT.QueueMs) || !ok(e.TBOT.BaseMs) || !ok(e.TBOT.SlopeMs) {
 			return false
 		}
 	}
