@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"slices"
 	"strconv"
 	"strings"
@@ -27,8 +28,17 @@ import (
 // first at once and the rest gap apart, then [DONE].
 func streamEngine(t testing.TB, chunks int, gap time.Duration) *httptest.Server {
 	t.Helper()
+	srv := httptest.NewUnstartedServer(streamHandler(chunks, gap))
+	srv.Config.MaxHeaderBytes = 1 << 16
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// streamHandler is streamEngine's handler.
+func streamHandler(chunks int, gap time.Duration) http.Handler {
 	event := []byte(`data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"tok"}}]}` + "\n\n")
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")
 		rc := http.NewResponseController(w)
@@ -40,11 +50,7 @@ func streamEngine(t testing.TB, chunks int, gap time.Duration) *httptest.Server 
 			_ = rc.Flush()
 		}
 		_, _ = io.WriteString(w, "data: [DONE]\n\n")
-	}))
-	srv.Config.MaxHeaderBytes = 1 << 16
-	srv.Start()
-	t.Cleanup(srv.Close)
-	return srv
+	})
 }
 
 // proxyServer serves d's handler on loopback.
@@ -259,61 +265,89 @@ func benchProxyStream(b *testing.B, conc int, gap time.Duration, header bool) {
 		b.ReportMetric(float64(pq.Microseconds()), "proxied-"+q.name+"-µs")
 		b.ReportMetric(float64((pq - dq).Microseconds()), "added-"+q.name+"-µs")
 	}
-	own := probe.sorted()
+	_, _, own := probe.sorted()
 	b.ReportMetric(float64(percentile(own, 0.5).Microseconds()), "inproc-p50-µs")
 	b.ReportMetric(float64(percentile(own, 0.99).Microseconds()), "inproc-p99-µs")
 	b.ReportMetric(float64(len(proxied.ttfb))/proxied.wall.Seconds(), "req/s")
 }
 
 // inProcess measures the data plane's own share of a request's time to
-// first byte: from the handler's start to its first write to the client,
-// less the engine's time to answer (the transport's round trip, which
-// returns with the engine's headers and first event). What remains is
-// the data plane's work and its waits for a CPU, without the network
-// hops.
+// first byte, in two parts timed inside the data plane: in, from the
+// handler's start to the upstream request written to the engine's
+// connection (reading and parsing the request, the pick, building and
+// writing the upstream request), and out, from the engine's first byte
+// read by the transport to the first write to the client flushed
+// (parsing the engine's headers, writing ours and the first event). own
+// is their sum: the data plane's work and its waits for a CPU, without
+// the network hops and the engine.
 type inProcess struct {
-	mu  sync.Mutex
-	own []time.Duration
+	mu           sync.Mutex
+	in, out, own []time.Duration
 }
 
 type probeKey struct{}
 
-// probeTimes are one request's marks.
+// probeTimes are one request's marks, as nanoseconds since probeBase
+// (monotonic): the transport's write loop and read loop set theirs on
+// their own goroutines.
 type probeTimes struct {
-	start, rtStart, rtEnd, first time.Time
+	start, wrote, firstByte, first atomic.Int64
 }
 
-func (p *inProcess) reset() { p.mu.Lock(); p.own = p.own[:0]; p.mu.Unlock() }
+var probeBase = time.Now()
 
-func (p *inProcess) sorted() []time.Duration {
+func probeNow() int64 { return int64(time.Since(probeBase)) }
+
+func (p *inProcess) reset() {
+	p.mu.Lock()
+	p.in, p.out, p.own = p.in[:0], p.out[:0], p.own[:0]
+	p.mu.Unlock()
+}
+
+// sorted returns the three parts, each sorted.
+func (p *inProcess) sorted() (in, out, own []time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := slices.Clone(p.own)
+	in, out, own = slices.Clone(p.in), slices.Clone(p.out), slices.Clone(p.own)
+	slices.Sort(in)
 	slices.Sort(out)
-	return out
+	slices.Sort(own)
+	return in, out, own
 }
 
 func (p *inProcess) handler(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		t := &probeTimes{start: time.Now()}
-		h.ServeHTTP(&firstWrite{ResponseWriter: w, t: t}, r.WithContext(context.WithValue(r.Context(), probeKey{}, t)))
-		if !t.first.IsZero() && !t.rtEnd.IsZero() {
-			p.mu.Lock()
-			p.own = append(p.own, t.first.Sub(t.start)-t.rtEnd.Sub(t.rtStart))
-			p.mu.Unlock()
+		t := &probeTimes{}
+		t.start.Store(probeNow())
+		fw := &firstWrite{ResponseWriter: w, t: t}
+		h.ServeHTTP(fw, r.WithContext(context.WithValue(r.Context(), probeKey{}, t)))
+		if fw.written && t.first.Load() == 0 {
+			t.first.Store(probeNow()) // one read held the whole answer: the server writes it now
 		}
+		start, wrote, firstByte, first := t.start.Load(), t.wrote.Load(), t.firstByte.Load(), t.first.Load()
+		if wrote == 0 || firstByte == 0 || first == 0 {
+			return // not proxied, or no answer
+		}
+		in, out := time.Duration(wrote-start), time.Duration(first-firstByte)
+		p.mu.Lock()
+		p.in, p.out, p.own = append(p.in, in), append(p.out, out), append(p.own, in+out)
+		p.mu.Unlock()
 	})
 }
 
 func (p *inProcess) transport(rt http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		t, _ := r.Context().Value(probeKey{}).(*probeTimes)
-		start := time.Now()
-		resp, err := rt.RoundTrip(r)
-		if t != nil {
-			t.rtStart, t.rtEnd = start, time.Now()
+		if t == nil {
+			return rt.RoundTrip(r)
 		}
-		return resp, err
+		t.wrote.Store(0) // a retry: time the last attempt
+		t.firstByte.Store(0)
+		tr := &httptrace.ClientTrace{
+			WroteRequest:         func(httptrace.WroteRequestInfo) { t.wrote.Store(probeNow()) },
+			GotFirstResponseByte: func() { t.firstByte.Store(probeNow()) },
+		}
+		return rt.RoundTrip(r.WithContext(httptrace.WithClientTrace(r.Context(), tr)))
 	})
 }
 
@@ -321,20 +355,24 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-// firstWrite notes the first write to the client.
+// firstWrite notes when the first write to the client is flushed.
 type firstWrite struct {
 	http.ResponseWriter
-	t *probeTimes
+	t       *probeTimes
+	written bool
 }
 
 func (f *firstWrite) Write(b []byte) (int, error) {
-	if f.t.first.IsZero() {
-		f.t.first = time.Now()
-	}
+	f.written = true
 	return f.ResponseWriter.Write(b)
 }
 
-func (f *firstWrite) Flush() { f.ResponseWriter.(http.Flusher).Flush() }
+func (f *firstWrite) Flush() {
+	f.ResponseWriter.(http.Flusher).Flush()
+	if f.written && f.t.first.Load() == 0 {
+		f.t.first.Store(probeNow())
+	}
+}
 
 // cannedEngine is an in-memory engine for measuring the data plane's own
 // work per request: it answers every request with the same event stream.

@@ -26,7 +26,10 @@ import (
 
 func TestMain(m *testing.M) {
 	if engine := os.Getenv(helperEngineEnv); engine != "" {
-		os.Exit(runHelperPlane(engine)) // a data plane process for BenchmarkProxyOneCore
+		os.Exit(runHelperPlane(engine)) // a data plane process for the proxy benchmarks
+	}
+	if stream := os.Getenv(helperStreamEnv); stream != "" {
+		os.Exit(runHelperEngine(stream)) // an engine process for BenchmarkProxyStreamSplit
 	}
 	goleak.VerifyTestMain(m)
 }

@@ -23,13 +23,13 @@ type proxyRequest struct {
 	ep      endpoint
 	cluster string
 	key     affinity.Key
-	model   string      // the body's "model", else the X-Ilb-Model header
-	tokens  int         // estimated prompt tokens: body bytes / 4
-	hash    uint64      // key.Hash, or a random hash when there is no key
-	body    []byte      // the whole body, when it had to be read
-	stream  *bodyReader // the unread body, when the headers sufficed
-	first   replayBody  // the first attempt's reader of body
-	size    int64       // Content-Length of the incoming request
+	model   string       // the body's "model", else the X-Ilb-Model header
+	tokens  int          // estimated prompt tokens: body bytes / 4
+	hash    uint64       // key.Hash, or a random hash when there is no key
+	body    []byte       // the whole body, when it had to be read
+	stream  *bodyReader  // the unread body, when the headers sufficed
+	first   bytes.Reader // the first attempt's reader of body
+	size    int64        // Content-Length of the incoming request
 	ctx     context.Context
 	span    trace.Span
 	pending prefill // the attempt's prompt, pending at its engine until it answers

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -48,6 +49,10 @@ func (d *DataPlane) send(in *proxyRequest, r *http.Request, s *slot, attempt int
 // upstreamBody is the body of one attempt and its length (-1: unknown).
 // A read body is sent from a fresh reader per attempt: the transport's
 // write loop of a failed attempt may still be reading the previous one.
+// The reader is a *bytes.Reader behind io.NopCloser (Close does nothing),
+// which net/http knows to be in memory: it then writes the request's
+// headers and body in one write to the engine's connection, where any
+// other reader costs a second write (a flush of the headers first).
 func (in *proxyRequest) upstreamBody(attempt int) (io.ReadCloser, int64) {
 	if in.stream != nil {
 		return in.stream, in.size
@@ -56,28 +61,11 @@ func (in *proxyRequest) upstreamBody(attempt int) (io.ReadCloser, int64) {
 		return http.NoBody, 0
 	}
 	if attempt == 0 {
-		in.first = replayBody{b: in.body}
-		return &in.first, int64(len(in.body))
+		in.first.Reset(in.body)
+		return io.NopCloser(&in.first), int64(len(in.body))
 	}
-	return &replayBody{b: in.body}, int64(len(in.body))
+	return io.NopCloser(bytes.NewReader(in.body)), int64(len(in.body))
 }
-
-// replayBody reads a kept body; Close does nothing.
-type replayBody struct {
-	b   []byte
-	off int
-}
-
-func (r *replayBody) Read(p []byte) (int, error) {
-	if r.off >= len(r.b) {
-		return 0, io.EOF
-	}
-	n := copy(p, r.b[r.off:])
-	r.off += n
-	return n, nil
-}
-
-func (r *replayBody) Close() error { return nil }
 
 // readBody reads a request body whole: in one allocation of the right
 // size when its length is known, else growing as io.ReadAll does.
@@ -131,8 +119,8 @@ func copyBody(w http.ResponseWriter, body io.Reader, stream bool, first func()) 
 			if _, werr := w.Write((*bp)[:n]); werr != nil {
 				return werr
 			}
-			if stream {
-				_ = flush()
+			if stream && err == nil {
+				_ = flush() // at the end the server's own finish writes it with the final chunk: one write less
 			}
 		}
 		if err == io.EOF {
