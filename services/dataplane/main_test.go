@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 		os.Exit(runHelperPlane(engine)) // a data plane process for the proxy benchmarks
 	}
 	if stream := os.Getenv(helperStreamEnv); stream != "" {
-		os.Exit(runHelperEngine(stream)) // an engine process for BenchmarkProxyStreamSplit
+		os.Exit(runHelperEngine(stream)) // an engine process for BenchmarkProxySplit
 	}
 	goleak.VerifyTestMain(m)
 }

@@ -20,7 +20,7 @@ import (
 // The proxy's load harness with the engine and the data plane each in a
 // process of its own (the test binary re-executed, GOMAXPROCS=1), so that
 // the data plane's figures are not those of a process it shares with its
-// load: BenchmarkProxyStreamSplit.
+// load: BenchmarkProxySplit.
 
 // helperStreamEnv, set to "CHUNKS/GAP" (e.g. "8/50ms"), makes the test
 // binary a streaming engine process (streamHandler) instead of running
@@ -109,7 +109,7 @@ func (h *helper) ask(cmd string) (string, error) {
 	return strings.TrimSpace(line), err
 }
 
-// BenchmarkProxyStreamSplit is BenchmarkProxyStream with the engine and
+// BenchmarkProxySplit is BenchmarkProxyStream with the engine and
 // the data plane each in its own process with GOMAXPROCS=1 (the client,
 // the benchmark itself, runs with -cpu): what the data plane adds to a
 // streaming request's time to first byte, as the difference between the
@@ -124,7 +124,7 @@ func (h *helper) ask(cmd string) (string, error) {
 // plane's GOMAXPROCS; ILB_DATAPLANE_BENCH_PLANE_WRAP and
 // ILB_DATAPLANE_BENCH_ENGINE_WRAP prefix a command to the helpers (strace,
 // taskset). Linux only (/proc).
-func BenchmarkProxyStreamSplit(b *testing.B) {
+func BenchmarkProxySplit(b *testing.B) {
 	for _, c := range []struct {
 		conc   int
 		gap    time.Duration
