@@ -67,7 +67,13 @@ func (o *Optimizer) solve(at time.Time) (*solveResult, error) {
 	if o.release.Observe(routing.TotalDemand(p), routing.Sheds(sol)) {
 		since = 0 // the overload has ended: no smoothing (routing.Release)
 	}
-	plans, err := o.plans(p, sol, idle, o.dem.known() || f.TotalDemandRPS > 0, since)
+	known := o.dem.known() || f.TotalDemandRPS > 0
+	plans, err := o.plans(p, sol, idle, known, since, o.reuse())
+	if err == nil && routing.Overloads(p, planWeights(plans)) {
+		// A calm row's smoothed split would overload an engine (after a
+		// demand swing): the calm rows publish their solution as it is.
+		plans, err = o.plans(p, sol, idle, known, since, 0)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -85,8 +91,9 @@ func (o *Optimizer) solve(at time.Time) (*solveResult, error) {
 // moves toward the solution at the pace of cfg.Smooth (routing.Smooth),
 // dt being the time since the last publish (0: not known, no smoothing);
 // so does the split of a row that sheds nothing while the engines serve
-// prompts from their prefix caches (o.reuse).
-func (o *Optimizer) plans(p *optimize.Problem, sol *optimize.Solution, idle map[string]bool, known bool, dt time.Duration) ([]plan, error) {
+// prompts from their prefix caches, reuse of their prompt tokens (o.reuse;
+// 0 publishes such rows as solved).
+func (o *Optimizer) plans(p *optimize.Problem, sol *optimize.Solution, idle map[string]bool, known bool, dt time.Duration, reuse float64) ([]plan, error) {
 	out := make([]plan, 0, len(p.Clusters))
 	prev := o.prev.solution
 	for r, c := range p.Clusters {
@@ -98,7 +105,7 @@ func (o *Optimizer) plans(p *optimize.Problem, sol *optimize.Solution, idle map[
 			}
 		} else if prev != nil {
 			pl.weights, pl.shed = routing.Smooth(o.cfg.Smooth, prev.Weights[c.Name], prev.ShedFraction[c.Name], pl.weights, pl.shed,
-				routing.Usable(p, c.Name), dt, o.reuse())
+				routing.Usable(p, c.Name), dt, reuse)
 		}
 		t, err := buildTable(o.prev.tables[c.Name], pl.weights)
 		if err != nil {
@@ -240,4 +247,13 @@ func (o *Optimizer) reuse() float64 {
 		return 0
 	}
 	return o.shape.get().CachedFraction
+}
+
+// planWeights is the plans' weights by row.
+func planWeights(plans []plan) map[string]map[string]float64 {
+	out := make(map[string]map[string]float64, len(plans))
+	for _, pl := range plans {
+		out[pl.row] = pl.weights
+	}
+	return out
 }

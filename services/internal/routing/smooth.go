@@ -206,3 +206,29 @@ func Sheds(sol *optimize.Solution) bool {
 	}
 	return false
 }
+
+// Overloads reports whether routing weights (by row of p, each a share of
+// the row's demand, as Normalize returns them) would load some engine of
+// p past its load cap (max_utilization × capacity, or its MaxLoadRps)
+// by more than a thousandth. Smoothing a row that sheds nothing trades
+// following the solver for keeping conversations where their cache is;
+// it must never publish a split that sends an engine more than it can
+// take: after a demand swing the solver moves the swung row's overflow
+// to engines with room at once, and a smoothed split would keep it on
+// the full ones for minutes. A caller whose smoothed routing Overloads
+// publishes the calm rows as solved instead.
+func Overloads(p *optimize.Problem, weights map[string]map[string]float64) bool {
+	load := make(map[string]float64, len(p.Engines))
+	for _, c := range p.Clusters {
+		w := weights[c.Name]
+		for _, e := range sortedKeys(w) {
+			load[e] += c.DemandRps * w[e]
+		}
+	}
+	for _, e := range p.Engines {
+		if load[e.Name] > loadCap(p, e)*(1+1e-3)+1e-12 {
+			return true
+		}
+	}
+	return false
+}

@@ -267,3 +267,27 @@ func TestShedsAndTotalDemand(t *testing.T) {
 		t.Error("a shed of 0.01 does not count")
 	}
 }
+
+// TestOverloads: a routing that loads an engine past its cap (max
+// utilisation × capacity, or MaxLoadRps) overloads; one within it, or
+// within a thousandth over it, does not.
+func TestOverloads(t *testing.T) {
+	p := &optimize.Problem{MaxUtilization: 0.8,
+		Clusters: []optimize.Cluster{{Name: "a", DemandRps: 10}, {Name: "b", DemandRps: 4}},
+		Engines:  []optimize.Engine{{Name: "x", CapacityRps: 10}, {Name: "y", CapacityRps: 10, MaxLoadRps: 5}}}
+	for _, c := range []struct {
+		name string
+		w    map[string]map[string]float64
+		want bool
+	}{
+		{"within the caps", map[string]map[string]float64{"a": {"x": 0.6, "y": 0.4}, "b": {"x": 0.5}}, false}, // x 8, y 4
+		{"x past max utilisation", map[string]map[string]float64{"a": {"x": 0.7, "y": 0.3}, "b": {"x": 0.5}}, true},
+		{"y past its SLO cap", map[string]map[string]float64{"a": {"x": 0.4, "y": 0.6}}, true},
+		{"a thousandth over is rounding", map[string]map[string]float64{"a": {"x": 0.8008}}, false},
+		{"shed rows send less", map[string]map[string]float64{"a": {"x": 0.5, "y": 0.2}, "b": {"y": 0.5}}, false},
+	} {
+		if got := Overloads(p, c.w); got != c.want {
+			t.Errorf("%s: Overloads %v, want %v", c.name, got, c.want)
+		}
+	}
+}
