@@ -240,3 +240,29 @@ func runQueueWait(pid int) (time.Duration, error) {
 	}
 	return sum, nil
 }
+
+// TestProxySplitSmoke runs BenchmarkProxySplit's harness briefly: the
+// engine and the data plane as helper processes, 100 streams through the
+// data plane, and the data plane's probe report covering every one of
+// them, so that the benchmark does not rot between runs.
+func TestProxySplitSmoke(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil || testing.Short() {
+		t.Skip("needs /proc; not in -short")
+	}
+	eng := startHelper(t, engineWrapEnv, helperStreamEnv+"=4/0s", "GOMAXPROCS=1")
+	plane := startHelper(t, planeWrapEnv, helperEngineEnv+"="+eng.url, helperProbeEnv+"=1", "GOMAXPROCS=1")
+	client := loadClient(10)
+	defer client.CloseIdleConnections()
+	res := runLoad(context.Background(), client, loadSpec{url: plane.url, conc: 10, requests: 100, deadline: 30 * time.Second})
+	if res.errors != 0 || len(res.ttfb) != 100 {
+		t.Fatalf("%d errors, %d of 100 answered", res.errors, len(res.ttfb))
+	}
+	report, err := plane.ask("report")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if _, err := fmt.Sscan(report, &n); err != nil || n != 100 {
+		t.Fatalf("probe report %q: %d requests timed, want 100 (%v)", report, n, err)
+	}
+}
