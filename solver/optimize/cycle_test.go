@@ -69,3 +69,46 @@ func solveJSON(t *testing.T, p *Problem, opt Options, check func(steps int)) []b
 	}
 	return out
 }
+
+// TestSolveStopsOnLongerCycle solves testdata/cycle-x10.json, a churn
+// solve of the backtester at ten times the scale whose Newton iteration
+// goes round more than two points (the soft arcs' cap doubling and
+// halving with it) and ran all 2,000 steps before cycleWatch recognised
+// rounds longer than two: it now stops within a hundred steps, on the
+// very solution of the run that goes on to the budget, whatever the
+// budget's remainder.
+func TestSolveStopsOnLongerCycle(t *testing.T) {
+	data, err := os.ReadFile("testdata/cycle-x10.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in struct {
+		ChurnMs  float64         `json:"churn_ms"`
+		Problem  json.RawMessage `json:"problem"`
+		Previous *Solution       `json:"previous"`
+	}
+	if err := json.Unmarshal(data, &in); err != nil {
+		t.Fatal(err)
+	}
+	p, err := ParseProblem(in.Problem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, budget := range []int{2000, 2001, 2002, 2003} {
+		opt := Options{Previous: in.Previous, ChurnMs: in.ChurnMs, Tolerance: 1e-6, MaxNewtonSteps: budget}
+		got := solveJSON(t, p, opt, func(steps int) {
+			if steps > 100 {
+				t.Errorf("budget %d: %d Newton steps, want the round found within 100", budget, steps)
+			}
+		})
+		opt.keepCycling = true
+		full := solveJSON(t, p, opt, func(steps int) {
+			if steps != budget {
+				t.Fatalf("budget %d: the full run took %d steps: the case no longer cycles, the test needs another", budget, steps)
+			}
+		})
+		if string(got) != string(full) {
+			t.Errorf("budget %d: stopping on the round changed the solution", budget)
+		}
+	}
+}

@@ -60,8 +60,8 @@ func (st *state) maximize(nw *newtonWork, tol float64, maxIter int) (int, bool) 
 	nw.tau = min(st.kappa, firstTauMs)
 	stalled, builds := 0, 0
 	for it := range maxIter {
-		if nw.watch.repeats(it, st.cur, nw.tau, stalled, builds, nw.nearCap) && (maxIter-it)%2 == 0 && !st.keepCycling {
-			st.tracef("  step %d: back to the point of step %d; stopping where step %d would", it, it-2, maxIter)
+		if nw.watch.repeats(it, maxIter, st.cur, nw.tau, stalled, builds, nw.nearCap) && !st.keepCycling {
+			st.tracef("  step %d: back to an earlier point of a round; stopping where step %d would", it, maxIter)
 			return it, true
 		}
 		res, value := st.maxRelGrad(st.cur), st.cur.value
@@ -120,44 +120,59 @@ func (st *state) maximize(nw *newtonWork, tol float64, maxIter int) (int, bool) 
 	return maxIter, false
 }
 
-// cycleWatch keeps maximize's state at the starts of the last two
+// cycleWatch keeps maximize's state at the starts of the last cycleSpan
 // iterations: the current point's prices, engine loads and engine prices
 // (the rest of the point follows from them), τ, the stall count, how
-// many times the near lists were rebuilt, and the soft arcs' cap. An iteration is a function of
-// that state alone, so once it returns bit for bit to the state of two
-// iterations before, maximize alternates between two points until
-// maxIter. It does, at the rounding floor: the line search accepts a full
-// step that halves the residual without losing value beyond rounding, the
-// next step goes back, and the stall test, which needs steps that do not
-// halve the last residual, is reset every other step. Stopping there on
-// the iteration of the same parity as maxIter gives the very point the
-// full run ends on, without its steps (up to MaxNewtonSteps of them).
+// many times the near lists were rebuilt, and the soft arcs' cap. An
+// iteration is a function of that state alone, so once it returns bit
+// for bit to the state of p iterations before, maximize goes round the
+// same p points until maxIter. It does, at the rounding floor: the line
+// search accepts a full step that halves the residual without losing
+// value beyond rounding, the next step goes back, and the stall test,
+// which needs steps that do not halve the last residual, is reset every
+// other step (p = 2); with the soft arcs' cap doubling after short steps
+// and halving after full ones, longer rounds were seen too (a backtest
+// solve at ten times the scale ran all 2,000 steps). Stopping on an
+// iteration a whole number of rounds before maxIter gives the very point
+// the full run ends on, without its steps (up to MaxNewtonSteps of them).
 type cycleWatch struct {
-	pi, lam, mu              [2][]float64
-	tau                      [2]float64
-	stalled, builds, nearCap [2]int
+	pi, lam, mu              [cycleSpan][]float64
+	tau                      [cycleSpan]float64
+	stalled, builds, nearCap [cycleSpan]int
 }
+
+// cycleSpan is the longest round cycleWatch recognises.
+const cycleSpan = 8
 
 func newCycleWatch(nc, ne int) cycleWatch {
 	var w cycleWatch
-	for i := range 2 {
+	for i := range cycleSpan {
 		w.pi[i], w.lam[i], w.mu[i] = make([]float64, nc), make([]float64, ne), make([]float64, ne)
 	}
 	return w
 }
 
 // repeats reports whether the state at the start of iteration it is the
-// one of iteration it−2, and records it.
-func (w *cycleWatch) repeats(it int, p *point, tau float64, stalled, builds, nearCap int) bool {
-	i := it % 2
-	same := it >= 2 && w.stalled[i] == stalled && w.builds[i] == builds && w.nearCap[i] == nearCap && sameBits(w.tau[i], tau) &&
-		slices.EqualFunc(w.pi[i], p.pi, sameBits) && slices.EqualFunc(w.lam[i], p.lam, sameBits) &&
-		slices.EqualFunc(w.mu[i], p.mu, sameBits)
+// one of iteration it−p for some round p ≤ cycleSpan that divides
+// maxIter − it (so that the full run would end on this very state), and
+// records it.
+func (w *cycleWatch) repeats(it, maxIter int, p *point, tau float64, stalled, builds, nearCap int) bool {
+	found := false
+	for r := 1; r <= cycleSpan && r <= it && !found; r++ {
+		if (maxIter-it)%r != 0 {
+			continue
+		}
+		j := (it - r) % cycleSpan
+		found = w.stalled[j] == stalled && w.builds[j] == builds && w.nearCap[j] == nearCap && sameBits(w.tau[j], tau) &&
+			slices.EqualFunc(w.pi[j], p.pi, sameBits) && slices.EqualFunc(w.lam[j], p.lam, sameBits) &&
+			slices.EqualFunc(w.mu[j], p.mu, sameBits)
+	}
+	i := it % cycleSpan
 	copy(w.pi[i], p.pi)
 	copy(w.lam[i], p.lam)
 	copy(w.mu[i], p.mu)
 	w.tau[i], w.stalled[i], w.builds[i], w.nearCap[i] = tau, stalled, builds, nearCap
-	return same
+	return found
 }
 
 func sameBits(a, b float64) bool { return math.Float64bits(a) == math.Float64bits(b) }
