@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ilb-router/ilb/schemas"
+	"github.com/ilb-router/ilb/services/internal/routing"
 	"github.com/ilb-router/ilb/solver/sched"
 )
 
@@ -74,6 +75,26 @@ func TestOptimizerPublishesEveryCluster(t *testing.T) {
 	e := o.State().Engines[0]
 	if m := e.Model; m == nil || m.CapacityRps != e.CapacityRPS || m.TTFT.BaseMs != 140 || m.TBOT.SlopeMs != 40 {
 		t.Fatalf("engine %s model %+v, want the fitted profile at capacity %v", e.Name, m, e.CapacityRPS)
+	}
+	// And the load each engine was capped at to serve within the TBOT SLO,
+	// as the solve had it (none for the fit, whose TBOT stays under it up
+	// to max_utilization; the a100s' priors are capped).
+	nCapped := 0
+	for _, x := range o.State().Engines {
+		if x.Model == nil {
+			continue
+		}
+		if x.Model.MaxLoadRps > 0 {
+			nCapped++
+		}
+		want := *x.Model
+		want.MaxLoadRps = 0
+		if got, w := x.Model.MaxLoadRps, routing.SLOLoad(want, f.TBOTSLOMs, f.MaxUtilization); got != w {
+			t.Errorf("engine %s: model max_load_rps %v, want SLOLoad %v", x.Name, got, w)
+		}
+	}
+	if nCapped == 0 { // the example fleet's a100s are, at their priors
+		t.Error("no engine capped at its SLO load: the check above proves nothing")
 	}
 	rho := min(e.LoadRPS/e.CapacityRPS, 0.99)
 	if wt, wb := 140+30*rho/(1-rho), 30+40*rho; math.Abs(e.PredictedTTFTMs-wt) > 1e-9 || math.Abs(e.PredictedTBOTMs-wb) > 1e-9 {

@@ -79,7 +79,9 @@ type EngineState struct {
 	// Utilization is LoadRPS / CapacityRPS (0 without capacity).
 	Utilization float64 `json:"utilization"`
 	// Model is the latency model the solve used for this engine (its
-	// profile at the derated capacity); PredictedTTFTMs and
+	// profile at the derated capacity, and max_load_rps, the load it was
+	// capped at to serve within the TBOT SLO, routing.SLOLoad, when that
+	// lies below max_utilization); PredictedTTFTMs and
 	// PredictedTBOTMs are what it predicts at LoadRPS, without the
 	// network (optimize.Engine.Predict). Compared with what the engine
 	// then does, they are the model's calibration error (`ilb dev`'s page).
@@ -153,6 +155,10 @@ func clusterStates(f *schemas.Fleet, r *solveResult) []ClusterState {
 
 func engineStates(r *solveResult) []EngineState {
 	out := make([]EngineState, 0, len(r.caps))
+	capped := make(map[string]float64, len(r.problem.Engines))
+	for _, e := range r.problem.Engines {
+		capped[e.Name] = e.MaxLoadRps
+	}
 	for _, c := range r.caps {
 		e := EngineState{Name: c.fleet.Name, Region: c.fleet.Region, SKU: c.fleet.SKU, Profile: c.profile.source,
 			BaseCapacityRPS: c.profile.engine.CapacityRps, CapacityRPS: c.capacity(), Derate: c.reasons,
@@ -161,6 +167,7 @@ func engineStates(r *solveResult) []EngineState {
 			e.Utilization = e.LoadRPS / e.CapacityRPS
 			m := c.profile.engine
 			m.CapacityRps = e.CapacityRPS
+			m.MaxLoadRps = capped[c.fleet.Name]
 			e.Model = &m
 			e.PredictedTTFTMs, e.PredictedTBOTMs = m.Predict(e.LoadRPS)
 		}
