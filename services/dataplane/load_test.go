@@ -213,7 +213,12 @@ func TestProxyLoadSmoke(t *testing.T) {
 // 250 requests/s), 1,000 with 250 ms (500 requests/s). Client, data
 // plane and engine share the machine's cores, so the figures include
 // their contention, and that of whatever else runs there.
-func BenchmarkProxyStream(b *testing.B) {
+func BenchmarkProxyStream(b *testing.B) { runProxyCases(b, benchProxyStream) }
+
+// runProxyCases runs bench for each of the proxy benchmarks' cases (above)
+// as sub-benchmark conc=N/key=prompt|header: N streams open at once, an
+// event every gap, the key from the prompt or from a header.
+func runProxyCases(b *testing.B, bench func(b *testing.B, conc int, gap time.Duration, header bool)) {
 	for _, c := range []struct {
 		conc   int
 		gap    time.Duration
@@ -224,7 +229,7 @@ func BenchmarkProxyStream(b *testing.B) {
 		if c.header {
 			key = "header"
 		}
-		b.Run(fmt.Sprintf("conc=%d/key=%s", c.conc, key), func(b *testing.B) { benchProxyStream(b, c.conc, c.gap, c.header) })
+		b.Run(fmt.Sprintf("conc=%d/key=%s", c.conc, key), func(b *testing.B) { bench(b, c.conc, c.gap, c.header) })
 	}
 }
 

@@ -124,20 +124,7 @@ func (h *helper) ask(cmd string) (string, error) {
 // plane's GOMAXPROCS; ILB_DATAPLANE_BENCH_PLANE_WRAP and
 // ILB_DATAPLANE_BENCH_ENGINE_WRAP prefix a command to the helpers (strace,
 // taskset). Linux only (/proc).
-func BenchmarkProxySplit(b *testing.B) {
-	for _, c := range []struct {
-		conc   int
-		gap    time.Duration
-		header bool
-	}{{1, 2 * time.Millisecond, false}, {100, 50 * time.Millisecond, false}, {100, 50 * time.Millisecond, true},
-		{1000, 250 * time.Millisecond, false}} {
-		key := "prompt"
-		if c.header {
-			key = "header"
-		}
-		b.Run(fmt.Sprintf("conc=%d/key=%s", c.conc, key), func(b *testing.B) { benchSplit(b, c.conc, c.gap, c.header) })
-	}
-}
+func BenchmarkProxySplit(b *testing.B) { runProxyCases(b, benchSplit) }
 
 // splitRounds is how many alternating direct and proxied rounds a run
 // makes.

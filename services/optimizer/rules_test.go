@@ -251,14 +251,14 @@ func TestPlans(t *testing.T) {
 	o := &Optimizer{rows: &routing.Rows{Single: true, Rows: []routing.Row{{Name: "busy"}, {Name: "idle", Cluster: 1}, {Name: "new", Cluster: 2}}},
 		prev: published{solution: routing.Anchor(map[string]map[string]float64{"idle": {"x": 0.2, "y": 0.4, "z": 0.3}},
 			map[string]float64{"idle": 0.1}, nil)}}
-	cold, err := o.plans(p, sol, map[string]bool{"idle": true, "new": true}, false, 0, 0)
+	cold, err := o.plans(p, sol, map[string]bool{"idle": true, "new": true}, false, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cold[0].shed != 0 || math.Abs(cold[0].weights["x"]+cold[0].weights["y"]-1) > 1e-9 {
 		t.Errorf("before any demand was observed: %+v, want no shed and weights summing to 1", cold[0])
 	}
-	plans, err := o.plans(p, sol, map[string]bool{"idle": true, "new": true}, true, 0, 0)
+	plans, err := o.plans(p, sol, map[string]bool{"idle": true, "new": true}, true, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +341,7 @@ func TestPlansSmoothWhileShedding(t *testing.T) {
 	o := &Optimizer{cfg: cfg, rows: &routing.Rows{Single: true, Rows: []routing.Row{{Name: "busy"}}},
 		prev: published{solution: routing.Anchor(map[string]map[string]float64{"busy": {"x": 0.9}},
 			map[string]float64{"busy": 0.1}, nil)}}
-	plans, err := o.plans(p, sol, nil, true, 5*time.Second, 0)
+	plans, err := o.plans(p, sol, nil, true, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +358,7 @@ func TestPlansSmoothWhileShedding(t *testing.T) {
 		dt     time.Duration
 	}{{"time since publish not known", cfg.Smooth, 0}, {"smoothing off", routing.SmoothConfig{}, 5 * time.Second}} {
 		o.cfg.Smooth = c.smooth
-		plans, err := o.plans(p, sol, nil, true, c.dt, 0)
+		plans, err := o.plans(p, sol, nil, true, c.dt)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -374,7 +374,7 @@ func TestPlansSmoothWhileShedding(t *testing.T) {
 // they serve none from cache, the solution is published as it is.
 func TestPlansSmoothWithReuse(t *testing.T) {
 	f := schemas.ExampleFleetOneModel()
-	p := &optimize.Problem{Clusters: []optimize.Cluster{{Name: "calm", DemandRps: 4}},
+	p := &optimize.Problem{MaxUtilization: 0.95, Clusters: []optimize.Cluster{{Name: "calm", DemandRps: 4}},
 		Engines:  []optimize.Engine{{Name: "x", CapacityRps: 5}, {Name: "y", CapacityRps: 5}},
 		Eligible: map[string][]string{"calm": {"x", "y"}}}
 	sol := &optimize.Solution{Weights: map[string]map[string]float64{"calm": {"x": 0.2, "y": 0.8}},
@@ -393,7 +393,7 @@ func TestPlansSmoothWithReuse(t *testing.T) {
 			prev:  published{solution: routing.Anchor(map[string]map[string]float64{"calm": {"x": 0.8, "y": 0.2}}, map[string]float64{"calm": 0}, nil)}}
 		o.shape.est.Observe(100, 100*4000, 100*4000*c.cached, 100*300, 100*4000*4000)
 		o.shape.est.Roll()
-		plans, err := o.plans(p, sol, nil, true, 5*time.Second, o.reuse())
+		plans, err := o.plans(p, sol, nil, true, 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}

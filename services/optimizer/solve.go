@@ -67,13 +67,7 @@ func (o *Optimizer) solve(at time.Time) (*solveResult, error) {
 	if o.release.Observe(routing.TotalDemand(p), routing.Sheds(sol)) {
 		since = 0 // the overload has ended: no smoothing (routing.Release)
 	}
-	known := o.dem.known() || f.TotalDemandRPS > 0
-	plans, err := o.plans(p, sol, idle, known, since, o.reuse())
-	if err == nil && routing.Overloads(p, planWeights(plans)) {
-		// A calm row's smoothed split would overload an engine (after a
-		// demand swing): the calm rows publish their solution as it is.
-		plans, err = o.plans(p, sol, idle, known, since, 0)
-	}
+	plans, err := o.plans(p, sol, idle, o.dem.known() || f.TotalDemandRPS > 0, since)
 	if err != nil {
 		return nil, err
 	}
@@ -83,17 +77,36 @@ func (o *Optimizer) solve(at time.Time) (*solveResult, error) {
 }
 
 // plans turns the solution into each demand row's weights and table
-// (p's clusters are the rows, in row order). An idle row keeps its
-// previous weights (on engines it may still use), so its conversations
-// keep their engines until traffic returns. observed says whether any
-// demand has been observed: before, nothing is shed
+// (p's clusters are the rows, in row order): routings, then a table for
+// each.
+func (o *Optimizer) plans(p *optimize.Problem, sol *optimize.Solution, idle map[string]bool, known bool, dt time.Duration) ([]plan, error) {
+	out := o.routings(p, sol, idle, known, dt, o.reuse())
+	if routing.Overloads(p, planWeights(out)) {
+		// A calm row's smoothed split would overload an engine (after a
+		// demand swing): the calm rows publish their solution as it is.
+		out = o.routings(p, sol, idle, known, dt, 0)
+	}
+	for i := range out {
+		t, err := buildTable(o.prev.tables[out[i].row], out[i].weights)
+		if err != nil {
+			return nil, fmt.Errorf("optimizer: %w: row %s: table: %w", routing.ErrRejected, out[i].row, err)
+		}
+		out[i].table = t
+	}
+	return out, nil
+}
+
+// routings is each demand row's weights and shed fraction to publish. An
+// idle row keeps its previous weights (on engines it may still use), so
+// its conversations keep their engines until traffic returns. known says
+// whether any demand has been observed: before, nothing is shed
 // (routing.PublishedShed). A row that sheds, or shed at the last publish,
 // moves toward the solution at the pace of cfg.Smooth (routing.Smooth),
 // dt being the time since the last publish (0: not known, no smoothing);
 // so does the split of a row that sheds nothing while the engines serve
-// prompts from their prefix caches, reuse of their prompt tokens (o.reuse;
-// 0 publishes such rows as solved).
-func (o *Optimizer) plans(p *optimize.Problem, sol *optimize.Solution, idle map[string]bool, known bool, dt time.Duration, reuse float64) ([]plan, error) {
+// reuse of their prompt tokens from their prefix caches (o.reuse; 0
+// publishes such rows as solved).
+func (o *Optimizer) routings(p *optimize.Problem, sol *optimize.Solution, idle map[string]bool, known bool, dt time.Duration, reuse float64) []plan {
 	out := make([]plan, 0, len(p.Clusters))
 	prev := o.prev.solution
 	for r, c := range p.Clusters {
@@ -107,14 +120,9 @@ func (o *Optimizer) plans(p *optimize.Problem, sol *optimize.Solution, idle map[
 			pl.weights, pl.shed = routing.Smooth(o.cfg.Smooth, prev.Weights[c.Name], prev.ShedFraction[c.Name], pl.weights, pl.shed,
 				routing.Usable(p, c.Name), dt, reuse)
 		}
-		t, err := buildTable(o.prev.tables[c.Name], pl.weights)
-		if err != nil {
-			return nil, fmt.Errorf("optimizer: %w: row %s: table: %w", routing.ErrRejected, c.Name, err)
-		}
-		pl.table = t
 		out = append(out, pl)
 	}
-	return out, nil
+	return out
 }
 
 // sincePublish is the window time from this instance's last publish to

@@ -13,22 +13,7 @@ import (
 // and its solution is bit for bit the one of the run that goes on to the
 // budget, for an even budget and an odd one (the two points differ).
 func TestSolveStopsOnCycle(t *testing.T) {
-	data, err := os.ReadFile("testdata/cycle.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var in struct {
-		ChurnMs  float64         `json:"churn_ms"`
-		Problem  json.RawMessage `json:"problem"`
-		Previous *Solution       `json:"previous"`
-	}
-	if err := json.Unmarshal(data, &in); err != nil {
-		t.Fatal(err)
-	}
-	p, err := ParseProblem(in.Problem)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, in := cycleCase(t, "testdata/cycle.json")
 	var ends [2][]byte
 	for i, budget := range []int{2000, 2001} {
 		opt := Options{Previous: in.Previous, ChurnMs: in.ChurnMs, Tolerance: 1e-6, MaxNewtonSteps: budget}
@@ -78,22 +63,7 @@ func solveJSON(t *testing.T, p *Problem, opt Options, check func(steps int)) []b
 // very solution of the run that goes on to the budget, whatever the
 // budget's remainder.
 func TestSolveStopsOnLongerCycle(t *testing.T) {
-	data, err := os.ReadFile("testdata/cycle-x10.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var in struct {
-		ChurnMs  float64         `json:"churn_ms"`
-		Problem  json.RawMessage `json:"problem"`
-		Previous *Solution       `json:"previous"`
-	}
-	if err := json.Unmarshal(data, &in); err != nil {
-		t.Fatal(err)
-	}
-	p, err := ParseProblem(in.Problem)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, in := cycleCase(t, "testdata/cycle-x10.json")
 	for _, budget := range []int{2000, 2001, 2002, 2003} {
 		opt := Options{Previous: in.Previous, ChurnMs: in.ChurnMs, Tolerance: 1e-6, MaxNewtonSteps: budget}
 		got := solveJSON(t, p, opt, func(steps int) {
@@ -111,4 +81,30 @@ func TestSolveStopsOnLongerCycle(t *testing.T) {
 			t.Errorf("budget %d: stopping on the round changed the solution", budget)
 		}
 	}
+}
+
+// cycleSolve is a recorded churn solve: the previous solution and the
+// churn price it was solved with.
+type cycleSolve struct {
+	ChurnMs  float64         `json:"churn_ms"`
+	Problem  json.RawMessage `json:"problem"`
+	Previous *Solution       `json:"previous"`
+}
+
+// cycleCase reads a recorded churn solve and parses its problem.
+func cycleCase(t *testing.T, path string) (*Problem, cycleSolve) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in cycleSolve
+	if err := json.Unmarshal(data, &in); err != nil {
+		t.Fatal(err)
+	}
+	p, err := ParseProblem(in.Problem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, in
 }

@@ -30,10 +30,7 @@ func newEngineCost(e Engine, meanOutputTokens, maxUtilization float64) engineCos
 		b: e.TTFT.QueueMs,
 		c: meanOutputTokens * e.TBOT.SlopeMs,
 		k: e.CapacityRps,
-		u: maxUtilization * e.CapacityRps,
-	}
-	if e.MaxLoadRps > 0 && e.MaxLoadRps < f.u {
-		f.u = e.MaxLoadRps // Engine.MaxLoadRps
+		u: e.LoadCap(maxUtilization),
 	}
 	f.d1u, _ = f.marginal(f.u)
 	return f

@@ -57,6 +57,16 @@ type Engine struct {
 	MaxContextTokens int      `json:"max_context_tokens,omitempty"`
 }
 
+// LoadCap is the most load the engine may take at maxUtilization, in rps:
+// maxUtilization × CapacityRps, or MaxLoadRps if positive and lower.
+func (e Engine) LoadCap(maxUtilization float64) float64 {
+	u := maxUtilization * e.CapacityRps
+	if e.MaxLoadRps > 0 && e.MaxLoadRps < u {
+		return e.MaxLoadRps
+	}
+	return u
+}
+
 // TTFT is time to first token: BaseMs + QueueMs·ρ/(1−ρ) at utilisation ρ.
 type TTFT struct {
 	BaseMs  float64 `json:"base_ms"`

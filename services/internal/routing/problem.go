@@ -182,7 +182,7 @@ func CheckSolution(p *optimize.Problem, sol *optimize.Solution) error {
 	}
 	for _, e := range p.Engines {
 		load := sol.EngineLoadRps[e.Name]
-		limit := loadCap(p, e)
+		limit := e.LoadCap(p.MaxUtilization)
 		if !isFinite(load) || load < 0 || load > limit*(1+loadTolerance)+1e-12 {
 			return fmt.Errorf("%w: engine %s: load %v rps, cap %v", ErrRejected, e.Name, load, limit)
 		}

@@ -45,13 +45,3 @@ func SLOLoad(e optimize.Engine, tbotSLOMs, maxUtilization float64) float64 {
 	}
 	return rho * e.CapacityRps
 }
-
-// loadCap is engine e's load cap in p: max_utilization × capacity, or
-// its MaxLoadRps if lower.
-func loadCap(p *optimize.Problem, e optimize.Engine) float64 {
-	limit := e.CapacityRps * p.MaxUtilization
-	if e.MaxLoadRps > 0 && e.MaxLoadRps < limit {
-		limit = e.MaxLoadRps
-	}
-	return limit
-}

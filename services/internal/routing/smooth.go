@@ -226,7 +226,7 @@ func Overloads(p *optimize.Problem, weights map[string]map[string]float64) bool 
 		}
 	}
 	for _, e := range p.Engines {
-		if load[e.Name] > loadCap(p, e)*(1+1e-3)+1e-12 {
+		if load[e.Name] > e.LoadCap(p.MaxUtilization)*(1+1e-3)+1e-12 {
 			return true
 		}
 	}
