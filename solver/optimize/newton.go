@@ -21,7 +21,8 @@ type newtonWork struct {
 	blockW   []float64 // scratch: their weights
 	tau      float64   // size of the last step, ms
 	nearCap  int       // soft arcs an engine counts: maxNear, more after short steps
-	widen    bool      // let nearCap grow (exact rounds; not the churn solve)
+	widen    bool      // let nearCap grow and bound steps (exact rounds; not the churn solve)
+	reach    float64   // exact rounds: largest price move of a step, ms (trust region)
 
 	coupled             groups // rows an engine couples in H
 	order               []int
@@ -58,9 +59,13 @@ func (st *state) maximize(nw *newtonWork, tol float64, maxIter int) (int, bool) 
 	st.evaluate(st.cur, st.cur)
 	st.buildLists(st.cur)
 	nw.tau = min(st.kappa, firstTauMs)
+	nw.reach = 0
+	if nw.widen {
+		nw.reach = st.kappa
+	}
 	stalled, builds := 0, 0
 	for it := range maxIter {
-		if nw.watch.repeats(it, maxIter, st.cur, nw.tau, stalled, builds, nw.nearCap) && !st.keepCycling {
+		if nw.watch.repeats(it, maxIter, st.cur, nw.tau, nw.reach, stalled, builds, nw.nearCap) && !st.keepCycling {
 			st.tracef("  step %d: back to an earlier point of a round; stopping where step %d would", it, maxIter)
 			return it, true
 		}
@@ -83,17 +88,19 @@ func (st *state) maximize(nw *newtonWork, tol float64, maxIter int) (int, bool) 
 		if !ok {
 			return it + 1, false
 		}
+		moved := 0.0
+		for c, v := range st.cur.pi {
+			moved = max(moved, math.Abs(v-before[c]))
+		}
 		if nw.widen {
 			switch {
 			case t < shortStep:
 				nw.nearCap = min(2*nw.nearCap, maxNearWide)
+				nw.reach = reachShrink * moved
 			case t == 1:
 				nw.nearCap = max(nw.nearCap/2, maxNear)
+				nw.reach *= reachGrow
 			}
-		}
-		moved := 0.0
-		for c, v := range st.cur.pi {
-			moved = max(moved, math.Abs(v-before[c]))
 		}
 		// τ follows the scale at which the model held: the step taken, or
 		// more when the line search cut a long predicted step short (the
@@ -137,7 +144,7 @@ func (st *state) maximize(nw *newtonWork, tol float64, maxIter int) (int, bool) 
 // the full run ends on, without its steps (up to MaxNewtonSteps of them).
 type cycleWatch struct {
 	pi, lam, mu              [cycleSpan][]float64
-	tau                      [cycleSpan]float64
+	tau, reach               [cycleSpan]float64
 	stalled, builds, nearCap [cycleSpan]int
 }
 
@@ -156,14 +163,14 @@ func newCycleWatch(nc, ne int) cycleWatch {
 // one of iteration it−p for some round p ≤ cycleSpan that divides
 // maxIter − it (so that the full run would end on this very state), and
 // records it.
-func (w *cycleWatch) repeats(it, maxIter int, p *point, tau float64, stalled, builds, nearCap int) bool {
+func (w *cycleWatch) repeats(it, maxIter int, p *point, tau, reach float64, stalled, builds, nearCap int) bool {
 	found := false
 	for r := 1; r <= cycleSpan && r <= it && !found; r++ {
 		if (maxIter-it)%r != 0 {
 			continue
 		}
 		j := (it - r) % cycleSpan
-		found = w.stalled[j] == stalled && w.builds[j] == builds && w.nearCap[j] == nearCap && sameBits(w.tau[j], tau) &&
+		found = w.stalled[j] == stalled && w.builds[j] == builds && w.nearCap[j] == nearCap && sameBits(w.tau[j], tau) && sameBits(w.reach[j], reach) &&
 			slices.EqualFunc(w.pi[j], p.pi, sameBits) && slices.EqualFunc(w.lam[j], p.lam, sameBits) &&
 			slices.EqualFunc(w.mu[j], p.mu, sameBits)
 	}
@@ -171,7 +178,7 @@ func (w *cycleWatch) repeats(it, maxIter int, p *point, tau float64, stalled, bu
 	copy(w.pi[i], p.pi)
 	copy(w.lam[i], p.lam)
 	copy(w.mu[i], p.mu)
-	w.tau[i], w.stalled[i], w.builds[i], w.nearCap[i] = tau, stalled, builds, nearCap
+	w.tau[i], w.reach[i], w.stalled[i], w.builds[i], w.nearCap[i] = tau, reach, stalled, builds, nearCap
 	return found
 }
 
@@ -199,8 +206,57 @@ func (st *state) newtonStep(nw *newtonWork) bool {
 	for i, c := range nw.rows {
 		nw.step[c] = nw.sol[i]
 	}
+	nw.bound(p.grad)
 	return true
 }
+
+// bound keeps every price's move within nw.reach (exact rounds): a
+// trust region over the prices, each price on its own. Cold, the first
+// round's Hessian is nearly singular along the prices of clusters whose
+// engines sit at their caps or that few soft arcs hold: Newton's step
+// sends such a price hundreds of ms (once 1e16 ms) while the line search
+// finds the dual falling after a few, and cuts the whole step, every
+// other cluster's with it, to a sliver; the next step does the same
+// (100x1000 slack: steps alternated between 5% and full, the predicted
+// move 100-140 ms; 300x3000 slack crawled 25 steps at 0.6%). Clipping
+// those prices lets the others take their full Newton step. The region
+// starts at κ, shrinks to reachShrink times the move after a step the
+// line search cut below shortStep, and grows reachGrow-fold after a full
+// step. A clipped step that is no ascent direction is scaled instead.
+func (nw *newtonWork) bound(grad []float64) {
+	r := nw.reach
+	if r <= 0 {
+		return
+	}
+	big := 0.0
+	for _, v := range nw.step {
+		big = max(big, math.Abs(v))
+	}
+	if big <= r {
+		return
+	}
+	ascent := 0.0
+	for c, v := range nw.step {
+		v = min(max(v, -r), r)
+		ascent += grad[c] * v
+	}
+	if ascent > 0 {
+		for c, v := range nw.step {
+			nw.step[c] = min(max(v, -r), r)
+		}
+		return
+	}
+	for c, v := range nw.step {
+		nw.step[c] = v * (r / big)
+	}
+}
+
+// reachShrink and reachGrow steer the trust region of exact rounds
+// (newtonWork.bound).
+const (
+	reachShrink = 4
+	reachGrow   = 2
+)
 
 // assembleEngines adds each engine's block −∂x/∂π to H. With arcs A, S =
 // Σ_A w, and β = F”/(1 + F”·S) (β = 1/S at the load cap), the block is

@@ -116,8 +116,9 @@ func (st *state) start(pv *previous) {
 	st.warm = pv != nil
 	lam := st.cur.lam
 	overloaded := false
+	clearing := math.Inf(-1)
 	if pv == nil {
-		overloaded = st.clearingLoads(lam)
+		overloaded, clearing = st.clearingLoads(lam)
 	} else {
 		for i, a := range pv.arcs {
 			lam[m.arcEng[a]] += pv.w[i] * m.demand[clusterOfArc(m, a)]
@@ -128,6 +129,7 @@ func (st *state) start(pv *previous) {
 		f := &m.eng[e]
 		lam[e] = min(max(lam[e], 0), f.u)
 		st.cur.mu[e], _ = f.marginal(lam[e])
+		st.cur.mu[e] = max(st.cur.mu[e], clearing)
 		if pv != nil && !math.IsNaN(pv.mu[e]) {
 			st.cur.mu[e] = max(st.cur.mu[e], pv.mu[e])
 		}
@@ -156,7 +158,7 @@ func (st *state) start(pv *previous) {
 // the market-clearing loads of a fleet without network times. It costs a
 // few passes over the engines. It reports whether the demand is at least
 // the fleet's load cap (then every engine is at its cap).
-func (st *state) clearingLoads(lam []float64) (overloaded bool) {
+func (st *state) clearingLoads(lam []float64) (overloaded bool, price float64) {
 	m := st.m
 	capacity := 0.0
 	for e := range m.ne {
@@ -198,7 +200,7 @@ func (st *state) clearingLoads(lam []float64) (overloaded bool) {
 		}
 		mu = next
 	}
-	return m.total > 0 && m.total >= capacity
+	return m.total > 0 && m.total >= capacity, mu
 }
 
 // centreOnPrevious sets the proximal centre to the previous flows, scaled
