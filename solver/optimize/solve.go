@@ -115,6 +115,7 @@ const maxRounds = 60
 // round's point is close enough for the crossover to close in a few
 // changes.
 const (
+	roundTol     = 1e-2
 	kappaStart   = 300.0
 	kappaWarm    = 10.0
 	kappaFloor   = 1e-2
@@ -155,10 +156,15 @@ func (st *state) solveExact(opt Options) runStats {
 	}
 	for run.rounds = 1; ; run.rounds++ {
 		st.setKappa(kappa)
-		// Rounds above the floor only steer: solve them loosely.
+		// Rounds above the floor only steer: solve them loosely, to a
+		// relative residual of roundTol, or κ·1e-4 below κ = 100. A
+		// roundTol of 1e-2 rather than 1e-3 (issue 15, sixth pass) saves
+		// the first round's last 1-3 Newton steps and leaves the tie
+		// method as many moves, or nearly; the classes fleet, whose ties
+		// do not close, took 209 steps instead of 364.
 		tol := 1e-12
 		if kappa > kappaFloor {
-			tol = min(1e-3, kappa*1e-4)
+			tol = min(roundTol, kappa*1e-4)
 		}
 		n, cycled := st.maximize(nw, tol, opt.MaxNewtonSteps-run.steps)
 		run.steps += n
