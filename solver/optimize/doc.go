@@ -49,10 +49,16 @@
 //     engines at their cap) jump straight to their next breakpoint, groups
 //     that meet there moving the same way together: real fleets hold many
 //     routes within a few ms of each other, and without both the line
-//     search cuts every step to a sliver. A cold solve starts from the
-//     market-clearing engine prices (every cluster at its cheapest route),
-//     or, when the demand is at least the fleet's load cap, with every
-//     cluster at the shed penalty, near which all optimal prices then lie.
+//     search cuts every step to a sliver. Exact rounds bound each price's
+//     move by a trust region (κ at first, four times the last move after
+//     a step the line search cut below a tenth, doubling after full
+//     steps), so that a few prices the Hessian barely holds do not cut
+//     every other cluster's step short. A cold solve starts from the
+//     market-clearing engine prices (every engine at the price at which
+//     all of them together carry the demand, a capped one included, and
+//     every cluster at its cheapest route), or, when the demand is at
+//     least the fleet's load cap, with every cluster at the shed penalty,
+//     near which all optimal prices then lie.
 //  2. The exact finish, once a round's duality gap is below 1e-2 (usually
 //     after the first round): the tie method (ties.go). Its state is a
 //     point of the unregularised dual that is always dual feasible: every
@@ -72,10 +78,11 @@
 //     balances with non-negative flows, where the optimality conditions
 //     hold to rounding. It starts from the round's prices and the engines
 //     its flows share; moves look only at the bids within 40 ms of each
-//     engine's best (bidLists), smaller trees first. The crossover of
-//     earlier versions (crossover.go: the same forest with every used
-//     route in it, one change at a time) remains the fallback, tried once
-//     the gap is below 1e-6 if the tie method ran out of moves.
+//     engine's best (bidLists), and first only at the engines a move of
+//     1 ms can reach (most moves are shorter), smaller trees first. The
+//     crossover of earlier versions (crossover.go: the same forest with
+//     every used route in it, one change at a time) remains the fallback,
+//     tried once the gap is below 1e-6 if the tie method ran out of moves.
 //  3. The certificate: the flows are repaired to exact feasibility and
 //     costed (the objective), and the Lagrangian dual at the final prices,
 //     Σ_c π_c·d_c − Σ_e F*_e(max_c(π_c − n_ce)) with F* the convex conjugate

@@ -83,10 +83,17 @@ func clamp01(v float64) float64 {
 // start sets the first prices, engine loads and proximal centre.
 //
 // Cold, every engine starts at the load where all engines share one price
-// and carry the demand together (clearingLoads), priced at F'(λ); a
-// cluster's price starts at its least entry price n + F'(λ), as at an
-// equilibrium, and the centre is zero (the first round is a plain
-// Tikhonov step; later rounds recentre).
+// and carry the demand together (clearingLoads), priced at that clearing
+// price, or at F'(λ) where that is higher (an engine whose F'(0) is above
+// it carries nothing); a cluster's price starts at its least entry price
+// n + μ, as at an equilibrium, and the centre is zero (the first round is
+// a plain Tikhonov step; later rounds recentre). An engine at its load
+// cap is priced at the clearing price, not at F'(u): the difference is
+// the cap's shadow price, up to 2,400 ms on the benchmark fleets, and
+// with F'(u) every cluster's cheapest route went through such an engine,
+// so the start sat 1,600-2,500 ms below the first round's prices (now
+// within ±150 ms; issue 15, sixth pass: 33 to 17 Newton steps on the
+// 100x1000 slack fleet, with the trust region of newtonWork.bound).
 //
 // When the demand is at least the fleet's load cap, the fleet must shed,
 // and clusters start at the shed penalty P instead: the clusters that
@@ -157,7 +164,8 @@ func (st *state) start(pv *previous) {
 // and together they carry the total demand (or their caps, if it is more):
 // the market-clearing loads of a fleet without network times. It costs a
 // few passes over the engines. It reports whether the demand is at least
-// the fleet's load cap (then every engine is at its cap).
+// the fleet's load cap (then every engine is at its cap), and the
+// clearing price.
 func (st *state) clearingLoads(lam []float64) (overloaded bool, price float64) {
 	m := st.m
 	capacity := 0.0
