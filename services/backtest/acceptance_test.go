@@ -140,7 +140,7 @@ func checkOptimizer(t *testing.T, by map[string]*PolicyResult, b bounds) {
 	}
 	if b.cacheRatio > 0 {
 		if got, want := opt.CacheHitRatio, b.cacheRatio*by[PolicyHash].CacheHitRatio; !(got >= want) {
-			t.Errorf("optimizer cache hit ratio %.3f, want at least %.2f × hash's %.3f", got, b.cacheRatio, by[PolicyHash].CacheHitRatio)
+			t.Errorf("optimizer cache hit ratio %.4f, want at least %.2f × hash's %.4f", got, b.cacheRatio, by[PolicyHash].CacheHitRatio)
 		}
 	}
 	if b.churn && (opt.WeightUpdates == 0 || !(opt.WeightChurn < by[PolicyPID].WeightChurn)) {

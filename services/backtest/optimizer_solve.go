@@ -107,13 +107,15 @@ func (p *optimizerPolicy) problem(s *sim) (*optimize.Problem, error) {
 }
 
 // profile is engine e's fitted profile, else its prior for shape sh.
-// The fit's capacity is capped by the prior's (routing.CapFit).
+// The fit's capacity is checked against the prior's (routing.CapFit), at
+// the largest load its windows saw (per replica in the fit; the engine's).
 func (p *optimizerPolicy) profile(s *sim, e int, sh prior.Shape) optimize.Engine {
 	pr := prior.Profile(s.fi.engines[e], s.fi.params[e], sh)
 	if f := p.fitted[e]; f != nil {
 		return routing.CapFit(optimize.Engine{CapacityRps: f.CapacityRPS,
 			TTFT: optimize.TTFT{BaseMs: f.TTFTBaseMs, QueueMs: f.TTFTQueueMs},
-			TBOT: optimize.TBOT{BaseMs: f.TBOTBaseMs, SlopeMs: f.TBOTSlopeMs}}, pr)
+			TBOT: optimize.TBOT{BaseMs: f.TBOTBaseMs, SlopeMs: f.TBOTSlopeMs}}, pr,
+			f.LoadMaxRPS*float64(max(s.fi.params[e].Replicas, 1)))
 	}
 	return pr
 }

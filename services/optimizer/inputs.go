@@ -135,12 +135,12 @@ func (in *inputs) current(r schemas.Feature) bool {
 
 // profileFor returns the profile the solver uses for engine e and where it
 // came from: its own fitted profile, else its SKU's, else the prior. A
-// fitted capacity is capped by the prior's (routing.CapFit).
+// fitted capacity is checked against the prior's (routing.CapFit).
 func (in *inputs) profileFor(e schemas.FleetEngine, sh prior.Shape) engineProfile {
 	pr := PriorProfileFor(e, sh)
 	fitted := func(p schemas.Profile, source string) engineProfile {
 		ep := fromProfile(e.Name, p, source)
-		ep.engine = routing.CapFit(ep.engine, pr)
+		ep.engine = routing.CapFit(ep.engine, pr, p.LoadMaxRPS)
 		return ep
 	}
 	if p, ok := in.profiles[e.Name]; ok {

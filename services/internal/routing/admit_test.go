@@ -3,6 +3,7 @@ package routing
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"testing"
 
 	"github.com/ilb-router/ilb/schemas"
@@ -48,16 +49,36 @@ func TestAdmit(t *testing.T) {
 }
 
 func TestCapFit(t *testing.T) {
-	prior := optimize.Engine{CapacityRps: 4}
+	prior := optimize.Engine{CapacityRps: 4, TTFT: optimize.TTFT{BaseMs: 90, QueueMs: 40}}
 	fit := optimize.Engine{CapacityRps: 9, TTFT: optimize.TTFT{BaseMs: 100, QueueMs: 50}}
-	if got := CapFit(fit, prior); got.CapacityRps != 4.4 || got.TTFT != fit.TTFT {
+	if got := CapFit(fit, prior, 2); got.CapacityRps != 4.4 || got.TTFT != fit.TTFT {
 		t.Errorf("CapFit over the prior: %+v", got)
 	}
+	// Below the prior, with queueing seen: at 2 rps of 3, the queue term
+	// is 50 × 2 = 100 ms, the base's 100%.
 	fit.CapacityRps = 3
-	if got := CapFit(fit, prior); got.CapacityRps != 3 {
-		t.Errorf("CapFit below the prior changed it: %+v", got)
+	if got := CapFit(fit, prior, 2); !reflect.DeepEqual(got, fit) {
+		t.Errorf("CapFit below the prior with queueing seen changed it: %+v", got)
 	}
-	if got := CapFit(optimize.Engine{CapacityRps: 9}, optimize.Engine{}); got.CapacityRps != 9 {
+	// Below the prior, the windows flat: at 1.5 rps of 3 the queue term
+	// is 2 ms, 2% of the base. The prior's capacity and queue term, the
+	// fit's base, and the TBOT slope per rps kept (6 ms at 3 rps = 8 ms at 4).
+	flat := optimize.Engine{CapacityRps: 3, TTFT: optimize.TTFT{BaseMs: 100, QueueMs: 2}, TBOT: optimize.TBOT{BaseMs: 20, SlopeMs: 6}}
+	got := CapFit(flat, prior, 1.5)
+	want := optimize.Engine{CapacityRps: 4, TTFT: optimize.TTFT{BaseMs: 100, QueueMs: 40}, TBOT: optimize.TBOT{BaseMs: 20, SlopeMs: 8}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("CapFit of a flat fit below the prior = %+v, want %+v", got, want)
+	}
+	// Just at MinQueueSeen it is believed.
+	flat.TTFT.QueueMs = MinQueueSeen * 100 // ρ/(1−ρ) = 1 at 1.5 of 3
+	if got := CapFit(flat, prior, 1.5); !reflect.DeepEqual(got, flat) {
+		t.Errorf("CapFit at MinQueueSeen changed it: %+v", got)
+	}
+	// No load seen: nothing to believe a lower capacity on.
+	if got := CapFit(flat, prior, 0); got.CapacityRps != 4 {
+		t.Errorf("CapFit with no load seen kept %v", got.CapacityRps)
+	}
+	if got := CapFit(optimize.Engine{CapacityRps: 9}, optimize.Engine{}, 1); got.CapacityRps != 9 {
 		t.Errorf("CapFit without a prior: %+v", got)
 	}
 }
