@@ -78,6 +78,10 @@ func TestCapFit(t *testing.T) {
 	if got := CapFit(flat, prior, 0); got.CapacityRps != 4 {
 		t.Errorf("CapFit with no load seen kept %v", got.CapacityRps)
 	}
+	// A fit without capacity is left to the solver's validation.
+	if got := CapFit(optimize.Engine{TBOT: optimize.TBOT{SlopeMs: 6}}, prior, 0); got.CapacityRps != 0 || got.TBOT.SlopeMs != 6 {
+		t.Errorf("CapFit of a fit without capacity: %+v", got)
+	}
 	if got := CapFit(optimize.Engine{CapacityRps: 9}, optimize.Engine{}, 1); got.CapacityRps != 9 {
 		t.Errorf("CapFit without a prior: %+v", got)
 	}

@@ -40,7 +40,7 @@ func CapFit(fit, prior optimize.Engine, loadMaxRPS float64) optimize.Engine {
 	case !(pc > 0):
 	case fit.CapacityRps > FitCapacitySlack*pc:
 		fit.CapacityRps = FitCapacitySlack * pc
-	case fit.CapacityRps < pc && !queueSeen(fit, loadMaxRPS):
+	case fit.CapacityRps > 0 && fit.CapacityRps < pc && !queueSeen(fit, loadMaxRPS):
 		fit.TBOT.SlopeMs *= pc / fit.CapacityRps
 		fit.CapacityRps, fit.TTFT.QueueMs = pc, prior.TTFT.QueueMs
 	}
