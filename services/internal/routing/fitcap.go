@@ -31,7 +31,7 @@ const MinQueueSeen = 0.1
 //     TBOT keeps its slope per request a second: a flat fit on light
 //     loads put a test engine's capacity at 1.8 × the largest load seen
 //     and 0.7 × what it serves, and the optimizer refused requests it
-//     could have served (services/backtest README, "Choices").
+//     could have served (TestOptimizerAvoidsFailedEngine).
 //
 // A prior without capacity leaves the fit as it is.
 func CapFit(fit, prior optimize.Engine, loadMaxRPS float64) optimize.Engine {
@@ -50,8 +50,11 @@ func CapFit(fit, prior optimize.Engine, loadMaxRPS float64) optimize.Engine {
 // queueSeen reports whether fit's queue term at load reaches MinQueueSeen
 // of its base TTFT.
 func queueSeen(fit optimize.Engine, load float64) bool {
-	if !(fit.CapacityRps > load) || !(load > 0) {
-		return load > 0 // at or past the fitted capacity: the queue is what it saw
+	if !(load > 0) {
+		return false
+	}
+	if load >= fit.CapacityRps {
+		return true // at or past the fitted capacity: the queue is what it saw
 	}
 	rho := load / fit.CapacityRps
 	return fit.TTFT.QueueMs*rho/(1-rho) >= MinQueueSeen*fit.TTFT.BaseMs
