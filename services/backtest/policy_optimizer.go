@@ -239,6 +239,17 @@ func identified(p regress.Profile) bool {
 	return p.TTFTQueueMs > 0 && p.TTFTBaseMs > 0 && p.CapacityRPS >= minHeadroom*p.LoadMaxRPS
 }
 
+// fitConfig is the fits' regress.Config: the configured one, refusing
+// early (regress.ErrNoHeadroom) the fits identified would reject for their
+// capacity, which are most of them when the windows show no queueing.
+func (p *optimizerPolicy) fitConfig() regress.Config {
+	cfg := p.cfg.Regress
+	if cfg.MaxCapacityFactor >= minHeadroom { // else no fit has the headroom
+		cfg.MinHeadroom = max(cfg.MinHeadroom, minHeadroom)
+	}
+	return cfg
+}
+
 // refit fits each SKU's pooled history (the windows of every engine of
 // the SKU, loads per replica), as the aggregator pools engines that share
 // a SKU; a fit that passes regress's checks replaces the prior for those
@@ -269,7 +280,7 @@ func (p *optimizerPolicy) refit(s *sim) {
 		if len(pts) < p.cfg.Regress.MinSamples {
 			continue
 		}
-		prof, err := p.fitter.Fit(pts, p.cfg.Regress)
+		prof, err := p.fitter.Fit(pts, p.fitConfig())
 		if err != nil || !identified(prof) {
 			continue
 		}

@@ -24,6 +24,14 @@ type Config struct {
 	MaxCapacityFactor float64
 	// MinTTFTR2 is the least TTFT R² Fit accepts.
 	MinTTFTR2 float64
+	// MinHeadroom, when above 1, has Fit refuse (ErrNoHeadroom) a fit
+	// whose capacity the capacity grid alone shows to lie below
+	// MinHeadroom × the largest load, without refining it: for a caller
+	// that discards such fits (the backtester's optimizer policy: a
+	// capacity pinned at the largest load explains the windows by one
+	// point's ρ/(1−ρ)). Refining them was most of the cost of the fits
+	// of windows that show no queueing. 0, the default, refines every fit.
+	MinHeadroom float64
 }
 
 // DefaultConfig returns the defaults: 8 windows, a load spread of 20% of
@@ -47,6 +55,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: max capacity factor %v outside (1, 1e6]", ErrConfig, c.MaxCapacityFactor)
 	case !(c.MinTTFTR2 >= 0 && c.MinTTFTR2 <= 1):
 		return fmt.Errorf("%w: min TTFT R² %v outside [0, 1]", ErrConfig, c.MinTTFTR2)
+	case !(c.MinHeadroom == 0 || c.MinHeadroom > 1 && c.MinHeadroom <= c.MaxCapacityFactor):
+		return fmt.Errorf("%w: min headroom %v is neither 0 nor in (1, max capacity factor %v]", ErrConfig, c.MinHeadroom, c.MaxCapacityFactor)
 	}
 	return nil
 }
@@ -62,4 +72,5 @@ var (
 	ErrPoorFit       = errors.New("regress: poor fit")
 	ErrBadFit        = errors.New("regress: fitted parameters not finite and non-negative")
 	ErrCapacity      = errors.New("regress: capacity must exceed every observed load")
+	ErrNoHeadroom    = errors.New("regress: capacity below the minimum headroom over the largest load")
 )

@@ -1,6 +1,7 @@
 package regress
 
 import (
+	"errors"
 	"fmt"
 	"math"
 )
@@ -67,7 +68,8 @@ func (p Profile) MaxUtilization() float64 {
 // candidate fits the rest by least squares (package doc). It refuses, with
 // an error wrapping one of the sentinels, input too thin or too noisy to
 // trust. When the error is ErrNarrowRange, ErrPoorFit or ErrNoSaturation
-// the returned Profile holds the rejected fit, for logging only.
+// the returned Profile holds the rejected fit, for logging only; with
+// ErrNoHeadroom (Config.MinHeadroom) only its samples and load range.
 func Fit(points []Point, cfg Config) (Profile, error) {
 	var f Fitter
 	return f.Fit(points, cfg)
@@ -89,7 +91,10 @@ func (f *Fitter) Fit(points []Point, cfg Config) (Profile, error) {
 	if err := d.prepare(points, cfg); err != nil {
 		return Profile{}, err
 	}
-	c, err := d.searchCapacity(cfg.MaxCapacityFactor)
+	c, err := d.searchCapacity(cfg.MaxCapacityFactor, cfg.MinHeadroom)
+	if errors.Is(err, ErrNoHeadroom) {
+		return Profile{Samples: len(d.load), LoadMinRPS: d.minLoad, LoadMaxRPS: d.maxLoad}, err
+	}
 	p := d.profile(c, cfg)
 	if err != nil {
 		return p, err

@@ -188,6 +188,8 @@ func TestFitRefuses(t *testing.T) {
 		{"bad config", good, func(c *Config) { c.MinSamples = 1 }, ErrConfig},
 		{"bad SLO", good, func(c *Config) { c.TTFTSLOMs = math.NaN() }, ErrConfig},
 		{"bad factor", good, func(c *Config) { c.MaxCapacityFactor = 1 }, ErrConfig},
+		{"bad headroom", good, func(c *Config) { c.MinHeadroom = 1 }, ErrConfig},
+		{"headroom above the factor", good, func(c *Config) { c.MinHeadroom = 30 }, ErrConfig},
 		{"bad spread", good, func(c *Config) { c.MinLoadSpread = 1 }, ErrConfig},
 		{"bad R²", good, func(c *Config) { c.MinTTFTR2 = 2 }, ErrConfig},
 	} {

@@ -19,13 +19,21 @@ const (
 // golden-section search between the best grid point's neighbours. Every
 // comparison is of exact sse (ttftLine); estimates stand in where they
 // decide it (probe).
-func (d *data) searchCapacity(factor float64) (float64, error) {
+//
+// With headroom above 1 it returns ErrNoHeadroom, before any exact fit,
+// when the grid shows the result to lie below headroom × the largest load
+// (pinned).
+func (d *data) searchCapacity(factor, headroom float64) (float64, error) {
 	sLo, sHi := math.Log(minHeadroom), math.Log(factor-1)
 	step := (sHi - sLo) / (gridPoints - 1)
 	d.grid = resize(d.grid, gridPoints)
 	grid := d.grid
 	for i := range grid {
 		grid[i] = d.probe(sLo + float64(i)*step)
+	}
+	if headroom > 1 && d.pinned(grid, sLo, step, headroom) {
+		return 0, fmt.Errorf("%w: the best fit lies below %g rps, %gx the largest load (%.3g rps)",
+			ErrNoHeadroom, headroom*d.maxLoad, headroom, d.maxLoad)
 	}
 	best, bi := d.gridMin(grid)
 	if bi == gridPoints-1 || math.IsInf(best, 1) || math.IsNaN(best) {
@@ -50,10 +58,7 @@ func (d *data) capacity(s float64) float64 { return d.maxLoad * (1 + math.Exp(s)
 // as a scan of every point's exact sse would. Only the points whose
 // estimate may reach the smallest estimate's upper bound can be it.
 func (d *data) gridMin(grid []probe) (float64, int) {
-	top := math.Inf(1)
-	for _, p := range grid {
-		top = min(top, p.est+p.bound)
-	}
+	top := gridTop(grid)
 	best, bi := math.Inf(1), 0
 	for i := range grid {
 		if p := &grid[i]; p.est-p.bound <= top || !(top < math.Inf(1)) {
@@ -63,6 +68,44 @@ func (d *data) gridMin(grid []probe) (float64, int) {
 		}
 	}
 	return best, bi
+}
+
+// gridTop is the smallest upper bound of the grid's estimates: a point
+// whose estimate's lower bound lies above it cannot be the grid's best.
+func gridTop(grid []probe) float64 {
+	top := math.Inf(1)
+	for _, p := range grid {
+		top = min(top, p.est+p.bound)
+	}
+	return top
+}
+
+// pinnedMargin is the relative margin by which pinned keeps its answer
+// certain: the search's points may pass the bracket's end by the rounding
+// of a+r·(b−a), and math.Exp is within an ulp, not monotone by proof.
+const pinnedMargin = 1e-9
+
+// pinned reports whether the capacity searchCapacity would return is
+// certainly below headroom × the largest load. The grid's best point bi
+// is one of gridMin's candidates (the points whose estimate may reach the
+// smallest upper bound), and the result lies between bi's neighbours (the
+// golden section) or at bi, so it is at most the capacity of the point
+// after the last candidate; capacity rises with s.
+func (d *data) pinned(grid []probe, sLo, step, headroom float64) bool {
+	top := gridTop(grid)
+	if !(top < math.Inf(1)) {
+		return false // every point is a candidate
+	}
+	last := 0
+	for i := range grid {
+		if p := &grid[i]; p.est-p.bound <= top {
+			last = i
+		}
+	}
+	if last+1 >= len(grid) {
+		return false
+	}
+	return d.capacity(sLo+float64(last+1)*step)*(1+pinnedMargin) < headroom*d.maxLoad
 }
 
 // golden minimises the sse on [a, b] by golden-section search.

@@ -120,7 +120,7 @@ func TestSearchMatchesReference(t *testing.T) {
 			grouped++
 		}
 		want, wantErr := d.refSearchCapacity(cfg.MaxCapacityFactor)
-		got, gotErr := d.searchCapacity(cfg.MaxCapacityFactor)
+		got, gotErr := d.searchCapacity(cfg.MaxCapacityFactor, 0)
 		if math.Float64bits(got) != math.Float64bits(want) || errors.Is(gotErr, ErrNoSaturation) != (wantErr != nil) {
 			t.Fatalf("case %d (%d points, grouped %v): capacity %v (%v), reference %v (%v)",
 				i, len(pts), d.groups.of != nil, got, gotErr, want, wantErr)
@@ -173,5 +173,37 @@ func TestFitterIsFit(t *testing.T) {
 	}
 	if allocs := testing.AllocsPerRun(5, func() { f.Fit(pts, DefaultConfig()) }); allocs != 0 {
 		t.Errorf("%v allocations a fit, want 0", allocs)
+	}
+}
+
+// With Config.MinHeadroom, Fit refuses (ErrNoHeadroom) only fits whose
+// capacity lies below MinHeadroom × the largest load, and fits every other
+// input as it does without the option, bit for bit.
+func TestMinHeadroomRefusesOnlyPinned(t *testing.T) {
+	cfg := Config{MinSamples: 3, MinLoadSpread: 0, TTFTSLOMs: 1000, MaxCapacityFactor: 20, MinTTFTR2: 0}
+	var plain, pinned Fitter
+	for _, headroom := range []float64{1.05, 1.5, 4} {
+		refused := 0
+		with := cfg
+		with.MinHeadroom = headroom
+		for i, pts := range searchCases() {
+			want, wantErr := plain.Fit(pts, cfg)
+			got, gotErr := pinned.Fit(pts, with)
+			if errors.Is(gotErr, ErrNoHeadroom) {
+				refused++
+				if !(want.CapacityRPS < headroom*want.LoadMaxRPS) {
+					t.Fatalf("headroom %v, case %d: refused, but the fit's capacity is %v rps over loads up to %v",
+						headroom, i, want.CapacityRPS, want.LoadMaxRPS)
+				}
+				continue
+			}
+			if fmt.Sprintf("%#v %v", got, gotErr) != fmt.Sprintf("%#v %v", want, wantErr) {
+				t.Fatalf("headroom %v, case %d: %+v (%v), without the option %+v (%v)", headroom, i, got, gotErr, want, wantErr)
+			}
+		}
+		t.Logf("headroom %v: %d of 400 refused", headroom, refused)
+		if refused == 0 {
+			t.Errorf("headroom %v: no case refused", headroom)
+		}
 	}
 }
