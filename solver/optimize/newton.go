@@ -43,10 +43,8 @@ func newNewtonWork(m *model) *newtonWork {
 		}
 	}
 	n := len(nw.rows)
-	nw.h = make([]float64, n*n)
-	nw.fact = make([]float64, n*n)
-	nw.rhs = make([]float64, n)
-	nw.sol = make([]float64, n)
+	f := make([]float64, 2*n*n+2*n)
+	nw.h, nw.fact, nw.rhs, nw.sol = take(&f, n*n), take(&f, n*n), take(&f, n), take(&f, n)
 	return nw
 }
 
@@ -153,8 +151,9 @@ const cycleSpan = 8
 
 func newCycleWatch(nc, ne int) cycleWatch {
 	var w cycleWatch
+	f := make([]float64, cycleSpan*(nc+2*ne))
 	for i := range cycleSpan {
-		w.pi[i], w.lam[i], w.mu[i] = make([]float64, nc), make([]float64, ne), make([]float64, ne)
+		w.pi[i], w.lam[i], w.mu[i] = take(&f, nc), take(&f, ne), take(&f, ne)
 	}
 	return w
 }

@@ -54,20 +54,29 @@ type point struct {
 }
 
 func newPoint(nc, ne int) *point {
-	return &point{
-		pi: make([]float64, nc), s: make([]float64, nc), grad: make([]float64, nc),
-		lam: make([]float64, ne), mu: make([]float64, ne), actStart: make([]int32, ne+1),
-	}
+	f := make([]float64, 3*nc+2*ne) // one allocation: a solve makes hundreds of points
+	return &point{pi: take(&f, nc), s: take(&f, nc), grad: take(&f, nc), lam: take(&f, ne), mu: take(&f, ne),
+		actStart: make([]int32, ne+1)}
+}
+
+// take cuts the next n values off *buf, with n as the slice's capacity (an
+// append to it reallocates instead of overwriting the next), so that a
+// group of vectors takes one allocation.
+func take(buf *[]float64, n int) []float64 {
+	s := (*buf)[:n:n]
+	*buf = (*buf)[n:]
+	return s
 }
 
 func newState(m *model) *state {
+	f := make([]float64, 4*m.nc+len(m.slotArc))
 	st := &state{
 		m:     m,
-		w:     make([]float64, m.nc),
-		y:     make([]float64, len(m.slotArc)),
-		ys:    make([]float64, m.nc),
-		piLo:  make([]float64, m.nc),
-		piHi:  make([]float64, m.nc),
+		w:     take(&f, m.nc),
+		y:     take(&f, len(m.slotArc)),
+		ys:    take(&f, m.nc),
+		piLo:  take(&f, m.nc),
+		piHi:  take(&f, m.nc),
 		cur:   newPoint(m.nc, m.ne),
 		yZero: true,
 	}
