@@ -208,16 +208,22 @@ func (d *data) prepare(points []Point, cfg Config) error {
 }
 
 func (p Point) validate() error {
+	if rate(p.LoadRPS) && rate(p.TTFTMs) && rate(p.TBOTMs) && rate(p.Weight) {
+		return nil // the common case, without building the list below
+	}
 	for _, f := range []struct {
 		name string
 		v    float64
 	}{{"load", p.LoadRPS}, {"TTFT", p.TTFTMs}, {"TBOT", p.TBOTMs}, {"weight", p.Weight}} {
-		if !(f.v >= 0) || math.IsInf(f.v, 1) {
+		if !rate(f.v) {
 			return fmt.Errorf("%w: %s %v must be finite and non-negative", ErrInvalidPoint, f.name, f.v)
 		}
 	}
 	return nil
 }
+
+// rate reports whether v is finite and non-negative.
+func rate(v float64) bool { return v >= 0 && !math.IsInf(v, 1) }
 
 // profile fits every term given the capacity c.
 func (d *data) profile(c float64, cfg Config) Profile {
