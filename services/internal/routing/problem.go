@@ -233,20 +233,22 @@ func isFinite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 // sum to 1 − shed, removing the solver's rounding. With no weight left the
 // cluster sheds everything.
 func Normalize(w map[string]float64, shed float64) (map[string]float64, float64) {
-	out := make(map[string]float64, len(w))
-	sum := 0.0
-	for _, e := range sortedKeys(w) {
-		if w[e] >= WeightFloor {
-			out[e] = w[e]
-			sum += w[e]
+	kept, sum := sortedKeys(w), 0.0
+	n := 0
+	for _, e := range kept {
+		if v := w[e]; v >= WeightFloor {
+			kept[n] = e
+			n++
+			sum += v
 		}
 	}
 	if sum == 0 || shed >= 1 {
 		return map[string]float64{}, 1
 	}
 	scale := (1 - shed) / sum
-	for e := range out {
-		out[e] *= scale
+	out := make(map[string]float64, n)
+	for _, e := range kept[:n] {
+		out[e] = w[e] * scale
 	}
 	return out, shed
 }

@@ -91,10 +91,12 @@ func Smooth(cfg SmoothConfig, prev map[string]float64, prevShed float64, next ma
 	if aw == 1 && as == 1 {
 		return next, nextShed
 	}
-	names := sortedKeys(prev)
-	kept := 0.0
+	names, kept := sortedKeys(prev), 0.0
+	n := 0 // names[:n]: the usable ones, asked once each
 	for _, e := range names {
 		if usable(e) {
+			names[n] = e
+			n++
 			kept += prev[e]
 		}
 	}
@@ -104,10 +106,8 @@ func Smooth(cfg SmoothConfig, prev map[string]float64, prevShed float64, next ma
 	// The split of the served traffic: previous and new weights, each
 	// normalised to 1 over its engines, moved aw of the way.
 	out := make(map[string]float64, len(prev)+len(next))
-	for _, e := range names {
-		if usable(e) {
-			out[e] = (1 - aw) * prev[e] / kept
-		}
+	for _, e := range names[:n] {
+		out[e] = (1 - aw) * prev[e] / kept
 	}
 	served := 1 - nextShed
 	for _, e := range sortedKeys(next) {
