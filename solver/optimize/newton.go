@@ -34,7 +34,32 @@ type newtonWork struct {
 }
 
 func newNewtonWork(m *model) *newtonWork {
-	nw := &newtonWork{idx: make([]int, m.nc), step: make([]float64, m.nc), watch: newCycleWatch(m.nc, m.ne), nearCap: maxNear}
+	nw := &newtonWork{idx: make([]int, m.nc), step: make([]float64, m.nc), watch: newCycleWatch(m.nc, m.ne)}
+	nw.setRows(m)
+	return nw
+}
+
+// newtonWork returns a newtonWork for m as newNewtonWork makes it, reusing
+// the last one's memory when m has as many clusters and engines: the
+// scratch is written before it is read, and the cycle watch reads only
+// what the current maximize recorded.
+func (mem *memory) newtonWork(m *model) *newtonWork {
+	nw := mem.newton
+	if nw == nil || len(nw.idx) != m.nc || len(nw.watch.lam[0]) != m.ne {
+		nw = newNewtonWork(m)
+		mem.newton = nw
+		return nw
+	}
+	clear(nw.step)
+	nw.tau, nw.widen, nw.reach = 0, false, 0
+	nw.setRows(m)
+	return nw
+}
+
+// setRows numbers the clusters with demand (the system's rows) and sizes
+// the system for them, zeroed, with the soft arcs' cap at its start.
+func (nw *newtonWork) setRows(m *model) {
+	nw.rows, nw.nearCap = nw.rows[:0], maxNear
 	for c, d := range m.demand {
 		nw.idx[c] = -1
 		if d > 0 {
@@ -43,9 +68,15 @@ func newNewtonWork(m *model) *newtonWork {
 		}
 	}
 	n := len(nw.rows)
-	f := make([]float64, 2*n*n+2*n)
-	nw.h, nw.fact, nw.rhs, nw.sol = take(&f, n*n), take(&f, n*n), take(&f, n), take(&f, n)
-	return nw
+	if len(nw.h) != n*n || len(nw.sol) != n {
+		f := make([]float64, 2*n*n+2*n)
+		nw.h, nw.fact, nw.rhs, nw.sol = take(&f, n*n), take(&f, n*n), take(&f, n), take(&f, n)
+		return
+	}
+	clear(nw.h)
+	clear(nw.fact)
+	clear(nw.rhs)
+	clear(nw.sol)
 }
 
 // maximize runs Newton's method with a backtracking line search on the dual

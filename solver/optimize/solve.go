@@ -83,6 +83,8 @@ func checkAndBuild(p *Problem, opt Options) (*model, error) {
 func solveModel(p *Problem, m *model, opt Options, mem *memory) *Solution {
 	st := newState(m)
 	st.mem = mem
+	mem.lend(st)
+	defer mem.keep(st)
 	st.trace, st.keepCycling = opt.trace, opt.keepCycling
 	prev := warmStart(p, m, opt.Previous)
 	st.churn = opt.ChurnMs > 0 && prev != nil
@@ -129,7 +131,7 @@ const (
 // flows x = w·(b − μ) with w = d/κ amplify the rounding of prices beyond
 // what the certificate can resolve.
 func (st *state) solveExact(opt Options) runStats {
-	nw := newNewtonWork(st.m)
+	nw := st.mem.newtonWork(st.m)
 	nw.widen = true
 	var run runStats
 	kappa := kappaStart
@@ -266,7 +268,7 @@ const crossoverChanges = 200
 // solveProximal solves the churn-regularised problem once, exactly: the
 // proximal centre is the previous solution and κ = ChurnMs.
 func (st *state) solveProximal(opt Options) runStats {
-	nw := newNewtonWork(st.m)
+	nw := st.mem.newtonWork(st.m)
 	st.setKappa(opt.ChurnMs)
 	steps, _ := st.maximize(nw, 1e-13, opt.MaxNewtonSteps)
 	return runStats{steps: steps, rounds: 1, cert: st.certifyProximal()}

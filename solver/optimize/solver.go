@@ -25,7 +25,25 @@ type Solver struct {
 // every user writes each value before it reads it. At 100x1000 the bid
 // lists alone grow by appending to 1.6 MB per solve.
 type memory struct {
-	bids bidLists
+	bids   bidLists
+	newton *newtonWork // the last solve's Newton system (newtonWork)
+	// A state's near lists and evaluation scratch (lend, keep).
+	near  nearLists
+	arcs  []engineArc
+	slots []int32
+	on    []float64
+}
+
+// lend gives st the memory's near lists and scratch; they are written
+// before they are read (the lists start invalid).
+func (mem *memory) lend(st *state) {
+	st.near, st.arcs, st.slots, st.on = mem.near, mem.arcs, mem.slots, mem.on
+	st.near.valid = false
+}
+
+// keep takes back what lend gave st, grown as st grew it.
+func (mem *memory) keep(st *state) {
+	mem.near, mem.arcs, mem.slots, mem.on = st.near, st.arcs, st.slots, st.on
 }
 
 // Solve solves p as the package's Solve does, building the model from all
