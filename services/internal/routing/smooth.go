@@ -103,24 +103,66 @@ func Smooth(cfg SmoothConfig, prev map[string]float64, prevShed float64, next ma
 	if kept <= 0 {
 		return next, nextShed
 	}
+	shed := 0.0
+	if !calm {
+		shed = prevShed + as*(nextShed-prevShed)
+		if !(nextShed >= MinShed) && shed < SmoothShedFloor {
+			return next, nextShed // released: the solution as it is
+		}
+	}
 	// The split of the served traffic: previous and new weights, each
-	// normalised to 1 over its engines, moved aw of the way.
-	out := make(map[string]float64, len(prev)+len(next))
-	for _, e := range names[:n] {
-		out[e] = (1 - aw) * prev[e] / kept
+	// normalised to 1 over its engines, moved aw of the way; then
+	// normalised as Normalize does, in name order.
+	return normalizeSplit(mergeSplit(names[:n], prev, 1-aw, kept, sortedKeys(next), next, aw, 1-nextShed), shed)
+}
+
+// weighted is one engine's weight.
+type weighted struct {
+	name string
+	w    float64
+}
+
+// mergeSplit returns, in name order, each engine's ap·prev/kept (for the
+// engines in from, sorted) plus an·next/served (for those in to, sorted):
+// the values a map summing the two parts in that order holds.
+func mergeSplit(from []string, prev map[string]float64, ap, kept float64, to []string, next map[string]float64, an, served float64) []weighted {
+	out := make([]weighted, 0, len(from)+len(to))
+	for len(from) > 0 || len(to) > 0 {
+		switch {
+		case len(to) == 0 || len(from) > 0 && from[0] < to[0]:
+			out = append(out, weighted{from[0], ap * prev[from[0]] / kept})
+			from = from[1:]
+		case len(from) == 0 || to[0] < from[0]:
+			out = append(out, weighted{to[0], an * next[to[0]] / served}) // 0 + x: x (a kept x is positive)
+			to = to[1:]
+		default:
+			out = append(out, weighted{from[0], ap*prev[from[0]]/kept + an*next[to[0]]/served})
+			from, to = from[1:], to[1:]
+		}
 	}
-	served := 1 - nextShed
-	for _, e := range sortedKeys(next) {
-		out[e] += aw * next[e] / served
+	return out
+}
+
+// normalizeSplit is Normalize of the weights in split, which is in name
+// order.
+func normalizeSplit(split []weighted, shed float64) (map[string]float64, float64) {
+	sum, n := 0.0, 0
+	for _, x := range split {
+		if x.w >= WeightFloor {
+			split[n] = x
+			n++
+			sum += x.w
+		}
 	}
-	if calm {
-		return Normalize(out, 0)
+	if sum == 0 || shed >= 1 {
+		return map[string]float64{}, 1
 	}
-	shed := prevShed + as*(nextShed-prevShed)
-	if !(nextShed >= MinShed) && shed < SmoothShedFloor {
-		return next, nextShed // released: the solution as it is
+	scale := (1 - shed) / sum
+	out := make(map[string]float64, n)
+	for _, x := range split[:n] {
+		out[x.name] = x.w * scale
 	}
-	return Normalize(out, shed)
+	return out, shed
 }
 
 // reuseTau is the time constant of a row that sheds nothing when a share
