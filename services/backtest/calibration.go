@@ -36,16 +36,26 @@ type EngineCalibration struct {
 
 // calibrator keeps the profiles each solve of the optimizer policy used.
 type calibrator struct {
-	at       []int64             // solve times, ascending
-	profiles [][]optimize.Engine // by solve, by engine index (zero: not in the problem)
+	at       []int64           // solve times, ascending
+	profiles [][]solvedProfile // by solve, by engine index (zero: not in the problem)
 	ne       int
 }
 
-func (c *calibrator) record(now int64, names []string, p *optimize.Problem) {
-	row := make([]optimize.Engine, c.ne)
+// solvedProfile is what the calibration reads of an engine's profile in a
+// solve. It holds no pointers (optimize.Engine has its name and models),
+// so the run's history of them, a row per solve, is not scanned by the
+// collector.
+type solvedProfile struct {
+	CapacityRps float64
+	TTFT        optimize.TTFT
+	TBOT        optimize.TBOT
+}
+
+func (c *calibrator) record(now int64, fi *fleetInfo, p *optimize.Problem) {
+	row := make([]solvedProfile, c.ne)
 	for _, e := range p.Engines {
-		if i := slices.Index(names, e.Name); i >= 0 {
-			row[i] = e
+		if i, ok := fi.engineIndex(e.Name); ok {
+			row[i] = solvedProfile{CapacityRps: e.CapacityRps, TTFT: e.TTFT, TBOT: e.TBOT}
 		}
 	}
 	c.at, c.profiles = append(c.at, now), append(c.profiles, row)

@@ -38,7 +38,7 @@ func (p *optimizerPolicy) solve(s *sim) error {
 		return fmt.Errorf("backtest: optimizer: %w", err)
 	}
 	p.solves++
-	p.calib.record(s.now, s.fi.engines, prob)
+	p.calib.record(s.now, s.fi, prob)
 	released := p.release.Observe(routing.TotalDemand(prob), routing.Sheds(sol))
 	weights, shed := p.publishable(s, prob, sol, released, p.shape.Get().CachedFraction)
 	if routing.Overloads(prob, weights) {
