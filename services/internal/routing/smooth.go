@@ -262,9 +262,10 @@ func Sheds(sol *optimize.Solution) bool {
 func Overloads(p *optimize.Problem, weights map[string]map[string]float64) bool {
 	load := make(map[string]float64, len(p.Engines))
 	for _, c := range p.Clusters {
-		w := weights[c.Name]
-		for _, e := range sortedKeys(w) {
-			load[e] += c.DemandRps * w[e]
+		// In any order: an engine's load gains one term a row, in the
+		// rows' order.
+		for e, v := range weights[c.Name] {
+			load[e] += c.DemandRps * v
 		}
 	}
 	for _, e := range p.Engines {
