@@ -36,11 +36,16 @@ const growSlack = 32
 type Sketch struct {
 	counts []uint32 // counts[i] is bucket off+i (relative to sketchMinIndex)
 	off    int
-	zeros  uint64 // values below SketchMinMs
-	n      uint64
-	sum    float64
-	min    float64
-	max    float64
+	// nz bounds the first bucket with a count: counts[:nz] are all 0.
+	// A store keeps its width through Reset, and a window's cell holds a
+	// few values in a store of a hundred buckets or more, so the
+	// quantiles' scan starts here instead of at the store's start.
+	nz    int
+	zeros uint64 // values below SketchMinMs
+	n     uint64
+	sum   float64
+	min   float64
+	max   float64
 }
 
 // Add records one value. NaN is ignored and reported with false; negative
@@ -103,6 +108,7 @@ func (s *Sketch) addBucket(b int, c uint32) {
 		s.grow(b)
 		i = b - s.off
 	}
+	s.nz = min(s.nz, i)
 	if v := s.counts[i] + c; v >= c {
 		s.counts[i] = v
 	} else {
@@ -117,6 +123,7 @@ func (s *Sketch) grow(b int) {
 		hi := min(b+growSlack/2, sketchBuckets-1)
 		s.off = lo
 		s.counts = growTo(s.counts, hi-lo+1)
+		s.nz = len(s.counts)
 		return
 	}
 	lo, hi := s.off, s.off+len(s.counts)-1
@@ -131,6 +138,7 @@ func (s *Sketch) grow(b int) {
 	if shift > 0 {
 		copy(s.counts[shift:shift+old], s.counts[:old])
 		clear(s.counts[:shift])
+		s.nz += shift
 	}
 	s.off = lo
 }
@@ -152,6 +160,7 @@ func growTo(c []uint32, n int) []uint32 {
 // Reset empties the sketch and keeps its memory.
 func (s *Sketch) Reset() {
 	clear(s.counts)
+	s.nz = len(s.counts)
 	s.zeros, s.n, s.sum, s.min, s.max = 0, 0, 0, 0, 0
 }
 
@@ -210,7 +219,7 @@ var sketchValues = func() []float64 {
 // feature row takes three quantiles of each sketch, and scanning the
 // buckets from the start for each was most of a row's cost.
 func (s *Sketch) Quantiles3(q1, q2, q3 float64) (float64, float64, float64) {
-	i, seen, last := 0, s.zeros, uint64(0) // seen: zeros + Σ counts[:i]
+	i, seen, last := s.nz, s.zeros, uint64(0) // seen: zeros + Σ counts[:i] (counts[:nz] are 0)
 	var out [3]float64
 	for k, q := range [3]float64{q1, q2, q3} {
 		if s.n == 0 || !(q >= 0 && q <= 1) {
@@ -222,7 +231,7 @@ func (s *Sketch) Quantiles3(q1, q2, q3 float64) (float64, float64, float64) {
 			continue
 		}
 		if rank < last { // out of order: scan from the start
-			i, seen = 0, s.zeros
+			i, seen = s.nz, s.zeros
 		}
 		last = rank
 		for i+4 <= len(s.counts) { // four buckets a step while all are at or below rank

@@ -8,21 +8,41 @@ import (
 
 // TestQuantiles3IsQuantile checks Quantiles3 against three Quantile calls
 // bit for bit: empty sketches, zeros, saturated values, qs out of order
-// and out of range.
+// and out of range, sketches reset and refilled with few values, and
+// merged ones (where the scan starts: counts[:nz] are 0).
 func TestQuantiles3IsQuantile(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	qs := [][3]float64{{0.5, 0.9, 0.99}, {0, 0.5, 1}, {0.99, 0.5, 0.9}, {0.9, 0.9, 0.9}, {-1, 0.5, 2}, {math.NaN(), 0.1, 0.2}}
-	for trial := range 300 {
+	var reused Sketch
+	for trial := range 600 {
 		var s Sketch
-		for range rng.IntN(2000) * min(trial, 1) { // the first empty
+		if trial%2 == 1 { // a wide store reset and refilled, or merged into
+			reused.Reset()
+			s = reused
+		}
+		n := rng.IntN(2000) * min(trial, 1) // the first empty
+		if trial%4 == 1 {
+			n = rng.IntN(4)
+		}
+		var part Sketch
+		for range n {
+			var v float64
 			switch rng.IntN(10) {
 			case 0:
-				s.Add(0)
 			case 1:
-				s.Add(1e9)
+				v = 1e9
 			default:
-				s.Add(math.Exp(rng.NormFloat64()*3 + 5))
+				v = math.Exp(rng.NormFloat64()*3 + 5)
 			}
+			if trial%8 == 3 {
+				part.Add(v)
+				continue
+			}
+			s.Add(v)
+		}
+		s.Merge(&part)
+		if trial%2 == 1 {
+			reused = s
 		}
 		for _, q := range qs {
 			a, b, c := s.Quantiles3(q[0], q[1], q[2])
