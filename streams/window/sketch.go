@@ -36,16 +36,17 @@ const growSlack = 32
 type Sketch struct {
 	counts []uint32 // counts[i] is bucket off+i (relative to sketchMinIndex)
 	off    int
-	// nz bounds the first bucket with a count: counts[:nz] are all 0.
-	// A store keeps its width through Reset, and a window's cell holds a
-	// few values in a store of a hundred buckets or more, so the
-	// quantiles' scan starts here instead of at the store's start.
-	nz    int
-	zeros uint64 // values below SketchMinMs
-	n     uint64
-	sum   float64
-	min   float64
-	max   float64
+	// nz and end bound the buckets with counts: counts[:nz] and
+	// counts[end:] are all 0 (nz >= end: every one). A store keeps its
+	// width through Reset, and a window's cell holds a few values in a
+	// store of a hundred buckets or more, so the quantiles' scan, Merge
+	// and Reset visit only counts[nz:end].
+	nz, end int
+	zeros   uint64 // values below SketchMinMs
+	n       uint64
+	sum     float64
+	min     float64
+	max     float64
 }
 
 // Add records one value. NaN is ignored and reported with false; negative
@@ -108,7 +109,7 @@ func (s *Sketch) addBucket(b int, c uint32) {
 		s.grow(b)
 		i = b - s.off
 	}
-	s.nz = min(s.nz, i)
+	s.nz, s.end = min(s.nz, i), max(s.end, i+1)
 	if v := s.counts[i] + c; v >= c {
 		s.counts[i] = v
 	} else {
@@ -123,7 +124,7 @@ func (s *Sketch) grow(b int) {
 		hi := min(b+growSlack/2, sketchBuckets-1)
 		s.off = lo
 		s.counts = growTo(s.counts, hi-lo+1)
-		s.nz = len(s.counts)
+		s.nz, s.end = len(s.counts), 0
 		return
 	}
 	lo, hi := s.off, s.off+len(s.counts)-1
@@ -138,7 +139,7 @@ func (s *Sketch) grow(b int) {
 	if shift > 0 {
 		copy(s.counts[shift:shift+old], s.counts[:old])
 		clear(s.counts[:shift])
-		s.nz += shift
+		s.nz, s.end = s.nz+shift, s.end+shift
 	}
 	s.off = lo
 }
@@ -159,8 +160,10 @@ func growTo(c []uint32, n int) []uint32 {
 
 // Reset empties the sketch and keeps its memory.
 func (s *Sketch) Reset() {
-	clear(s.counts)
-	s.nz = len(s.counts)
+	if s.nz < s.end {
+		clear(s.counts[s.nz:s.end])
+	}
+	s.nz, s.end = len(s.counts), 0
 	s.zeros, s.n, s.sum, s.min, s.max = 0, 0, 0, 0, 0
 }
 
@@ -234,7 +237,7 @@ func (s *Sketch) Quantiles3(q1, q2, q3 float64) (float64, float64, float64) {
 			i, seen = s.nz, s.zeros
 		}
 		last = rank
-		for i+4 <= len(s.counts) { // four buckets a step while all are at or below rank
+		for i+4 <= s.end { // four buckets a step while all are at or below rank
 			c := s.counts[i : i+4 : i+4]
 			n4 := uint64(c[0]) + uint64(c[1]) + uint64(c[2]) + uint64(c[3])
 			if seen+n4 > rank {
@@ -243,11 +246,11 @@ func (s *Sketch) Quantiles3(q1, q2, q3 float64) (float64, float64, float64) {
 			seen += n4
 			i += 4
 		}
-		for i < len(s.counts) && seen+uint64(s.counts[i]) <= rank {
+		for i < s.end && seen+uint64(s.counts[i]) <= rank {
 			seen += uint64(s.counts[i])
 			i++
 		}
-		if i == len(s.counts) {
+		if i >= s.end { // past every count (counts[end:] are 0)
 			out[k] = s.max
 		} else {
 			out[k] = s.bucketValue(i)
@@ -273,13 +276,10 @@ func (s *Sketch) Merge(o *Sketch) {
 	if o.n == o.zeros {
 		return // every value below SketchMinMs: no bucket counts
 	}
-	// Only buckets between those of o's smallest and largest values can
-	// hold counts (bucketOf is monotone): a window's cell holds a few
+	// Only o.counts[nz:end] can hold counts: a window's cell holds a few
 	// values in a store of a hundred buckets or more, so this skips most
 	// of the scan.
-	lo := max(bucketOf(max(o.min, SketchMinMs))-o.off, 0)
-	hi := min(bucketOf(o.max)-o.off, len(o.counts)-1)
-	for i := lo; i <= hi; i++ {
+	for i := o.nz; i < o.end; i++ {
 		if c := o.counts[i]; c != 0 {
 			s.addBucket(o.off+i, c)
 		}
