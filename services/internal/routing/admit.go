@@ -154,12 +154,23 @@ const MoveRatio = 0.5
 // its own finished turn.
 const MoveMin = 1
 
+// MoveLoadMin is the least load own's engine must carry, as load(own)
+// measures it (its queue, batch and pending prefill over its queue limit:
+// what it can start within ttft_slo_ms), for an ongoing conversation to
+// leave it. Below half of what it can start within the SLO its own engine
+// serves the turn in time, and leaving only throws away the context
+// cached there: on the headroom fleet's first acceptance stretch 15% of
+// the follow-up turns moved, more than half of them by this rule, for a
+// cache hit ratio 0.91 × hash's; with the floor 0.95 ×, SLO attainment
+// level (services/backtest README, "Moving a conversation").
+const MoveLoadMin = 0.5
+
 // Move returns the table engine an ongoing conversation goes to: its own
-// (own), unless own holds at least MoveMin requests (held) and the
-// lightest of the candidates SecondChoice draws for it has under
-// MoveRatio × own's load.
+// (own), unless own holds at least MoveMin requests (held), carries a
+// load of at least MoveLoadMin, and the lightest of the candidates
+// SecondChoice draws for it has under MoveRatio × own's load.
 func Move(t *sched.Table, h uint64, own int, held float64, closed func(i int) bool, load func(i int) float64) int {
-	if !(held >= MoveMin) {
+	if !(held >= MoveMin) || load(own) < MoveLoadMin {
 		return own
 	}
 	alt := SecondChoice(t, h, own, closed, load)

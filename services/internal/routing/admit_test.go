@@ -150,6 +150,9 @@ func TestMove(t *testing.T) {
 		{10, 5, 0},   // not under half: stays
 		{10, 9, 0},
 		{0, 0, 0},
+		{MoveLoadMin, 0, 1},                    // its engine at the floor: leaves for an idle one
+		{math.Nextafter(MoveLoadMin, 0), 0, 0}, // under the floor: its engine serves it in time
+		{math.Inf(1), 1, 1},                    // its engine's load unknown: may leave
 	} {
 		loads := []float64{tc.a, tc.b}
 		if got := Move(tab, h, 0, MoveMin, open, func(i int) float64 { return loads[i] }); got != tc.want {

@@ -11,10 +11,14 @@ const MinSLOUtilization = 0.2
 // SLOLoadSlack is how far past the load where an engine's modelled TBOT
 // reaches the SLO its cap lies (SLOLoad). At the load itself (slack 1)
 // the overload fleet's 20-minute stretches shed 1.07-1.36 times what
-// jsq-admission sheds, above the 1.2 that issue 13 allows; at 1.15 they
-// shed 0.83-1.04 times it and serve 3-6 points fewer requests within the
-// SLO than at 1 (services/backtest README, "Capacity within the SLO").
-const SLOLoadSlack = 1.15
+// jsq-admission sheds, above the 1.2 that issue 13 allows; at 1.1 they
+// shed 0.92-1.11 times it. 1.1 since the eighth session (1.15 before):
+// on the hour-long scenarios it serves more requests within the SLO on
+// 20 of 24, refusing about a tenth more under overload (services/backtest
+// README, "Capacity within the SLO"). The line overestimates an engine's
+// mean TBOT at moderate load while a request's own TBOT spreads wide
+// around that mean; the slack stands for both.
+const SLOLoadSlack = 1.1
 
 // SLOLoad is the most load, in rps, engine e should take to serve within
 // the fleet's TBOT SLO (tbot_slo_ms): SLOLoadSlack times the utilisation
