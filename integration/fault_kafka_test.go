@@ -71,8 +71,12 @@ func TestFaultKafkaDownAndBack(t *testing.T) {
 	agg1.stop(t) // its last publish and commit fail: Kafka is down
 	time.Sleep(2 * time.Second)
 	outage := sim.Stats().Signals
-	if b := bounded.Stats().Signals; b.Published-b.Acked-b.Dropped > 50 || b.Dropped == 0 {
-		t.Errorf("bounded producer during the outage: %+v; want at most 50 waiting and the rest dropped and counted", b)
+	// The snapshot reads the published count, then the producer's; a
+	// record refused by the full buffer is counted dropped by its promise,
+	// which may not have run yet for the one record each engine's status
+	// loop is producing at that moment (seen once: 51 waiting).
+	if b := bounded.Stats().Signals; b.Published-b.Acked-b.Dropped > 50+uint64(len(names)) || b.Dropped == 0 {
+		t.Errorf("bounded producer during the outage: %+v; want at most 50 waiting (plus one being produced per engine) and the rest dropped and counted", b)
 	}
 	ks.Restart()
 	startAggregator(t, ac, nil, log)
