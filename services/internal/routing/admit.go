@@ -123,13 +123,9 @@ func SecondChoice(t *sched.Table, h uint64, chosen int, closed func(i int) bool,
 // Choices is how many candidates a new conversation is offered: its own
 // engine and Choices−1 more drawn from the table. More choices see more
 // of the cluster's engines at once; measured on the backtester's Mooncake
-// and Azure scenarios (services/backtest README, "Choices"), SLO
-// attainment rose from 2 to 4 choices, and with the SLO caps and the
-// move floor (MoveLoadMin) six serve more within the SLO than four on 17
-// of 24 scenarios (the code traces' good regime more often). More than
-// six let the lightest-load rule override the solved split (fourteen
-// sent a short region's traffic out of it twice as often).
-const Choices = 6
+// and Azure scenarios (services/backtest README, "Two choices"), SLO
+// attainment rose from 2 to 4 choices and no further beyond.
+const Choices = 4
 
 // mixKey is the SplitMix64 finaliser.
 func mixKey(z uint64) uint64 {
