@@ -233,24 +233,12 @@ func isFinite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 // sum to 1 − shed, removing the solver's rounding. With no weight left the
 // cluster sheds everything.
 func Normalize(w map[string]float64, shed float64) (map[string]float64, float64) {
-	kept, sum := sortedKeys(w), 0.0
-	n := 0
-	for _, e := range kept {
-		if v := w[e]; v >= WeightFloor {
-			kept[n] = e
-			n++
-			sum += v
-		}
+	keys := sortedKeys(w)
+	split := make([]weighted, len(keys))
+	for i, e := range keys {
+		split[i] = weighted{e, w[e]}
 	}
-	if sum == 0 || shed >= 1 {
-		return map[string]float64{}, 1
-	}
-	scale := (1 - shed) / sum
-	out := make(map[string]float64, n)
-	for _, e := range kept[:n] {
-		out[e] = w[e] * scale
-	}
-	return out, shed
+	return normalizeSplit(split, shed)
 }
 
 // Change is how far one cluster's routing moved: the total variation

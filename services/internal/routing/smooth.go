@@ -144,7 +144,8 @@ func mergeSplit(from []string, prev map[string]float64, ap, kept float64, to []s
 }
 
 // normalizeSplit is Normalize of the weights in split, which is in name
-// order.
+// order: those under WeightFloor dropped, the rest scaled to sum to
+// 1 − shed (summed in that order).
 func normalizeSplit(split []weighted, shed float64) (map[string]float64, float64) {
 	sum, n := 0.0, 0
 	for _, x := range split {
