@@ -141,13 +141,15 @@ func (st *state) evaluate(p, from *point) {
 		p.grad[c] = d
 		value += p.pi[c] * d
 	}
-	p.act, p.actX = p.act[:0], p.actX[:0]
 	useLists := st.listsCover(p.pi, 0)
 	st.bidPrices(p.pi)
+	ev := st.evaluator(p, useLists)
 	for e := range m.ne {
-		p.actStart[e] = int32(len(p.act))
-		value += st.evaluateEngine(p, e, from.lam[e], from.mu[e], useLists)
+		p.actStart[e] = int32(len(ev.act))
+		value += ev.engine(e, from.lam[e], from.mu[e])
 	}
+	st.arcs, st.slots = ev.arcs, ev.out
+	p.act, p.actX = ev.act, ev.actX
 	p.actStart[m.ne] = int32(len(p.act))
 	for c, w := range st.w {
 		if w == 0 {
@@ -163,80 +165,125 @@ func (st *state) evaluate(p, from *point) {
 	p.value = value
 }
 
+// evaluator is evaluate's view of a state and a point: the slices every
+// engine's evaluation reads, taken out of their structs once an
+// evaluation rather than once an engine (a backtest's engines have a few
+// arcs each, and building each engine's slotView and reloading the fields
+// cost more than its arcs). The arcs are those of engineSlots: its near
+// list when useLists, else all of its slots.
+type evaluator struct {
+	m                 *model
+	start, slots, clu []int32   // the engines' arcs: start[e]..start[e+1]
+	net, y            []float64 // their network times and centres
+	yZero             bool
+	w, on, pi, grad   []float64 // per cluster
+	slotClu           []int32   // per slot (the model's)
+	slotNet, slotY    []float64 // per slot (the model's and the centre)
+	lam, mu           []float64 // p's, per engine
+	arcs              []engineArc
+	out               []int32 // the slots of arcs
+	act               []int32
+	actX              []float64
+}
+
+func (st *state) evaluator(p *point, useLists bool) evaluator {
+	m := st.m
+	ev := evaluator{m: m, yZero: st.yZero, w: st.w, on: st.on, pi: p.pi, grad: p.grad,
+		slotClu: m.slotClu, slotNet: m.slotNet, slotY: st.y, lam: p.lam, mu: p.mu,
+		arcs: st.arcs, out: st.slots, act: p.act[:0], actX: p.actX[:0]}
+	if useLists {
+		nl := &st.near
+		ev.start, ev.slots, ev.clu, ev.net, ev.y = nl.start, nl.slots, nl.clu, nl.net, nl.y
+	} else {
+		ev.start, ev.slots, ev.clu, ev.net, ev.y = m.eStart, m.slotIDs, m.slotClu, m.slotNet, st.y
+	}
+	return ev
+}
+
 // evalMarginMs is how far below its last price an engine's first pass
 // looks for arcs; a price that falls further costs a second pass.
 const evalMarginMs = 1.0
 
-// evaluateEngine solves engine e's part of the Lagrangian at p.pi, appends
-// its flows to p and returns its value (less the yConst share).
-func (st *state) evaluateEngine(p *point, e int, warmL, warmMu float64, useLists bool) float64 {
-	m := st.m
-	f := &m.eng[e]
+// engine solves engine e's part of the Lagrangian at p.pi, appends its
+// flows to ev.act and ev.actX and returns its value (less the yConst
+// share).
+func (ev *evaluator) engine(e int, warmL, warmMu float64) float64 {
+	f := &ev.m.eng[e]
 	tau := max(f.a, warmMu-evalMarginMs)
+	lo, hi := ev.start[e], ev.start[e+1]
 	var l, mu float64
 	for {
-		st.collect(p, st.engineSlots(e, useLists), tau)
-		l, mu = f.solveEngine(st.arcs, warmL)
+		ev.collect(lo, hi, tau)
+		l, mu = f.solveEngine(ev.arcs, warmL)
 		if mu >= tau || tau <= f.a {
 			break
 		}
 		tau = max(f.a, mu) // flows reach below the first pass: look again
 	}
-	p.lam[e], p.mu[e] = l, mu
+	ev.lam[e], ev.mu[e] = l, mu
+	act, actX, grad, pi := ev.act, ev.actX, ev.grad, ev.pi
+	arcs, clu, net, y := ev.arcs, ev.slotClu, ev.slotNet, ev.slotY
 	value, sum := 0.0, 0.0
-	for i, k := range st.slots {
-		a := st.arcs[i]
+	for i, k := range ev.out {
+		a := arcs[i]
 		if a.b <= mu {
 			continue
 		}
 		x := a.w * (a.b - mu)
-		c := m.slotClu[k]
-		p.act = append(p.act, k)
-		p.actX = append(p.actX, x)
-		p.grad[c] -= x
-		y := st.y[k]
-		value += x*(m.slotNet[k]-p.pi[c]) + (x*x-2*x*y)/(2*a.w)
+		c := clu[k]
+		act = append(act, k)
+		actX = append(actX, x)
+		grad[c] -= x
+		yk := y[k]
+		value += x*(net[k]-pi[c]) + (x*x-2*x*yk)/(2*a.w)
 		sum += x
 	}
+	ev.act, ev.actX = act, actX
 	if sum == 0 {
-		p.lam[e] = 0
+		ev.lam[e] = 0
 		return 0
 	}
 	return value + f.cost(sum)
 }
 
-// collect gathers the arcs of view v with b > tau into the scratch
-// slices.
-func (st *state) collect(p *point, v slotView, tau float64) {
-	arcs, out := st.arcs[:0], st.slots[:0]
-	if st.yZero {
+// collect gathers the arcs lo..hi of the view with b > tau into ev.arcs
+// and ev.out.
+func (ev *evaluator) collect(lo, hi int32, tau float64) {
+	arcs, out := ev.arcs[:0], ev.out[:0]
+	// Indexed from lo rather than resliced: an engine has a few arcs, and
+	// cutting four slices cost more than their bounds checks.
+	clu, net, slots := ev.clu, ev.net, ev.slots
+	if ev.yZero {
 		// b = π − n, from the prices bidPrices set for p (-Inf for a
 		// cluster without weight, which never passes tau).
-		on := st.on
-		for i, c := range v.clu {
-			if b := on[c] - v.net[i]; b > tau {
-				arcs = append(arcs, engineArc{b: b, w: st.w[c]})
-				out = append(out, v.slots[i])
+		on, w := ev.on, ev.w
+		for i := lo; i < hi; i++ {
+			c := clu[i]
+			if b := on[c] - net[i]; b > tau {
+				arcs = append(arcs, engineArc{b: b, w: w[c]})
+				out = append(out, slots[i])
 			}
 		}
-		st.arcs, st.slots = arcs, out
+		ev.arcs, ev.out = arcs, out
 		return
 	}
-	for i, c := range v.clu {
-		w := st.w[c]
-		if w == 0 {
+	ys, w, pi := ev.y, ev.w, ev.pi
+	for i := lo; i < hi; i++ {
+		c := clu[i]
+		wc := w[c]
+		if wc == 0 {
 			continue
 		}
-		b := p.pi[c] - v.net[i]
-		if y := v.y[i]; y != 0 {
-			b += y / w
+		b := pi[c] - net[i]
+		if y := ys[i]; y != 0 {
+			b += y / wc
 		}
 		if b > tau {
-			arcs = append(arcs, engineArc{b: b, w: w})
-			out = append(out, v.slots[i])
+			arcs = append(arcs, engineArc{b: b, w: wc})
+			out = append(out, slots[i])
 		}
 	}
-	st.arcs, st.slots = arcs, out
+	ev.arcs, ev.out = arcs, out
 }
 
 // bidPrices sets and returns st.on: per cluster its price in pi, or -Inf
