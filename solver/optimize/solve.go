@@ -81,7 +81,7 @@ func checkAndBuild(p *Problem, opt Options) (*model, error) {
 // built, which Solver's Resolve shares, so that both give the same
 // solution bit for bit.
 func solveModel(p *Problem, m *model, opt Options, mem *memory) *Solution {
-	st := newState(m)
+	st := newState(m, mem)
 	st.mem = mem
 	mem.lend(st)
 	defer mem.keep(st)

@@ -32,6 +32,9 @@ type memory struct {
 	arcs  []engineArc
 	slots []int32
 	on    []float64
+	// The last solve's current and trial points (reuse), whose flow
+	// lists grew by appending in every solve.
+	points [2]*point
 }
 
 // lend gives st the memory's near lists and scratch; they are written
@@ -41,9 +44,30 @@ func (mem *memory) lend(st *state) {
 	st.near.valid = false
 }
 
-// keep takes back what lend gave st, grown as st grew it.
+// keep takes back what lend gave st, grown as st grew it, and st's
+// current and trial points.
 func (mem *memory) keep(st *state) {
 	mem.near, mem.arcs, mem.slots, mem.on = st.near, st.arcs, st.slots, st.on
+	mem.points = [2]*point{st.cur, st.trial}
+}
+
+// reuse returns the i-th kept point as newPoint(nc, ne) makes one (every
+// value 0, no flows), keeping its memory; a new point when there is none
+// of that size, or when both kept points are one.
+func (mem *memory) reuse(i, nc, ne int) *point {
+	p := mem.points[i]
+	mem.points[i] = nil
+	if p == nil || p == mem.points[1-i] || len(p.pi) != nc || len(p.lam) != ne {
+		return newPoint(nc, ne)
+	}
+	clear(p.pi)
+	clear(p.s)
+	clear(p.grad)
+	clear(p.lam)
+	clear(p.mu)
+	clear(p.actStart)
+	p.act, p.actX, p.value = p.act[:0], p.actX[:0], 0
+	return p
 }
 
 // Solve solves p as the package's Solve does, building the model from all

@@ -68,7 +68,7 @@ func take(buf *[]float64, n int) []float64 {
 	return s
 }
 
-func newState(m *model) *state {
+func newState(m *model, mem *memory) *state {
 	f := make([]float64, 4*m.nc+len(m.slotArc))
 	st := &state{
 		m:     m,
@@ -77,10 +77,10 @@ func newState(m *model) *state {
 		ys:    take(&f, m.nc),
 		piLo:  take(&f, m.nc),
 		piHi:  take(&f, m.nc),
-		cur:   newPoint(m.nc, m.ne),
+		cur:   mem.reuse(0, m.nc, m.ne),
 		yZero: true,
 	}
-	st.trial = newPoint(m.nc, m.ne)
+	st.trial = mem.reuse(1, m.nc, m.ne)
 	for e := range m.ne {
 		st.cur.mu[e] = m.eng[e].a
 	}

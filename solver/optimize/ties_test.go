@@ -10,7 +10,7 @@ import (
 func tiesFromStart(t *testing.T, p *Problem, prev *Solution) (certificate, *ties) {
 	t.Helper()
 	m := newModel(p)
-	st := newState(m)
+	st := newState(m, &memory{})
 	st.setKappa(1)
 	pv := warmStart(p, m, prev)
 	st.start(pv)
