@@ -147,7 +147,14 @@ func (p *tablePicker) set(c int, w []float64, shed float64) error {
 // (routing.Table: engines with weight, in name order, minimal churn).
 func (p *tablePicker) setWeights(c int, weights map[string]float64, shed float64) error {
 	s := p.s
-	t, err := p.tab.Table(p.tables[c], weights)
+	prev := p.tables[c]
+	if prev != nil {
+		// Updated from its compact form (install keeps updated tables
+		// compact): an update of the first, full table would copy its
+		// 65,536 slots once more before install dropped them.
+		prev = prev.Compact()
+	}
+	t, err := p.tab.Table(prev, weights)
 	if err != nil {
 		return fmt.Errorf("backtest: %q table: %w", s.fi.rowName[c], err)
 	}
