@@ -47,9 +47,12 @@ type OptimizerConfig struct {
 	MinChange   float64
 	MaxInterval time.Duration
 	// ShapeAlpha is the weight of the newest control interval in the
-	// estimate of the mean request (prompt, output, cached share) that
-	// sizes the prior profiles.
-	ShapeAlpha float64
+	// estimate of the mean prompt (size, cached share, second moment)
+	// that sizes the prior profiles, ShapeOutputAlpha in the mean answer
+	// (0.7 and 0.3, the optimizer service's defaults: see its
+	// ShapeAlpha).
+	ShapeAlpha       float64
+	ShapeOutputAlpha float64
 	// FitWindows is how many recent windows of each engine the profile
 	// fits see; FitEvery how many control ticks pass between refits.
 	FitWindows int
@@ -70,7 +73,7 @@ type OptimizerConfig struct {
 func DefaultOptimizerConfig() OptimizerConfig {
 	return OptimizerConfig{
 		ChurnMs: 500, SpillFactor: 1, PendingSync: 250 * time.Millisecond, DemandAlpha: 0.05, MaxShedCorrection: 0.9, Smooth: routing.DefaultSmoothConfig(), Derate: routing.DefaultDerateConfig(),
-		MinChange: 0.002, MaxInterval: 30 * time.Second, ShapeAlpha: 0.2,
+		MinChange: 0.002, MaxInterval: 30 * time.Second, ShapeAlpha: 0.7, ShapeOutputAlpha: 0.3,
 		FitWindows: 120, FitEvery: 6, UseFits: true, Regress: regress.DefaultConfig(), InitialLoad: 0.5,
 	}
 }
@@ -88,8 +91,8 @@ func (c OptimizerConfig) Validate() error {
 		return fmt.Errorf("%w: demand alpha %v must be in (0, 1]", ErrConfig, c.DemandAlpha)
 	case !(c.MaxShedCorrection >= 0 && c.MaxShedCorrection < 1):
 		return fmt.Errorf("%w: max shed correction %v must be in [0, 1)", ErrConfig, c.MaxShedCorrection)
-	case !(c.ShapeAlpha > 0 && c.ShapeAlpha <= 1):
-		return fmt.Errorf("%w: shape alpha %v must be in (0, 1]", ErrConfig, c.ShapeAlpha)
+	case !(c.ShapeAlpha > 0 && c.ShapeAlpha <= 1) || !(c.ShapeOutputAlpha > 0 && c.ShapeOutputAlpha <= 1):
+		return fmt.Errorf("%w: shape alphas %v (prompt) and %v (output) must be in (0, 1]", ErrConfig, c.ShapeAlpha, c.ShapeOutputAlpha)
 	case !(c.MinChange >= 0 && c.MinChange <= 1) || c.MaxInterval <= 0:
 		return fmt.Errorf("%w: min change %v must be in [0, 1] and max interval %v positive", ErrConfig, c.MinChange, c.MaxInterval)
 	case c.FitWindows < 1 || c.FitEvery < 1:
@@ -167,7 +170,7 @@ func newOptimizerPolicy(s *sim) (*optimizerPolicy, error) {
 		fitted:      make([]*regress.Profile, ne),
 		last:        make([]*schemas.Feature, ne),
 		rows:        make([]schemas.Feature, ne),
-		shape:       shapeEstimate{prior.ShapeEstimate{Alpha: s.cfg.Optimizer.ShapeAlpha, Fallback: nominalShape(s.fi)}},
+		shape:       shapeEstimate{prior.ShapeEstimate{Alpha: s.cfg.Optimizer.ShapeAlpha, OutputAlpha: s.cfg.Optimizer.ShapeOutputAlpha, Fallback: nominalShape(s.fi)}},
 		calib:       calibrator{ne: ne},
 	}
 	s.observer = &p.shape

@@ -161,6 +161,7 @@ func TestBacktestErrorsExit2(t *testing.T) {
 		{"speed", []string{"--fleet", btFleet, "--trace", btTrace, "--speed", "-1"}, "speed"},
 		{"smoothing", []string{"--fleet", btFleet, "--trace", btTrace, "--smooth-shed", "-5s"}, "--smooth-shed"},
 		{"reuse smoothing", []string{"--fleet", btFleet, "--trace", btTrace, "--smooth-reuse", "-5s"}, "(reuse) must be >= 0"},
+		{"calm smoothing", []string{"--fleet", btFleet, "--trace", btTrace, "--smooth-calm", "-5s"}, "(calm) must be >= 0"},
 		{"jitter", []string{"--fleet", btFleet, "--trace", btTrace, "--jitter", "-1ms"}, "--jitter"},
 		{"seeds without jitter", []string{"--fleet", btFleet, "--trace", btTrace, "--seeds", "3"}, "needs --jitter"},
 		{"seeds with a report", []string{"--fleet", btFleet, "--trace", btTrace, "--seeds", "3", "--jitter", "1ms", "--report", "r"}, "--report"},

@@ -105,11 +105,17 @@ func TestOptimizerCommandPublishes(t *testing.T) {
 	if code, _, errs := run(t, "optimizer", "--nats", url); code != 2 || !strings.Contains(errs, "--fleet FILE is required") {
 		t.Fatalf("no fleet: exit %d %q", code, errs)
 	}
-	if code, _, errs := run(t, "optimizer", "--nats", url, "--fleet", fleet, "--smooth-weights", "-1s"); code != 2 || !strings.Contains(errs, "smoothing time constants") {
+	if code, _, errs := run(t, "optimizer", "--nats", url, "--fleet", fleet, "--smooth-weights", "-1s"); code != 2 || !strings.Contains(errs, "(weights) must be >= 0") {
 		t.Fatalf("negative --smooth-weights: exit %d %q", code, errs)
 	}
 	if code, _, errs := run(t, "optimizer", "--nats", url, "--fleet", fleet, "--smooth-reuse", "-1s"); code != 2 || !strings.Contains(errs, "(reuse) must be >= 0") {
 		t.Fatalf("negative --smooth-reuse: exit %d %q", code, errs)
+	}
+	if code, _, errs := run(t, "optimizer", "--nats", url, "--fleet", fleet, "--smooth-calm", "-1s"); code != 2 || !strings.Contains(errs, "(calm) must be >= 0") {
+		t.Fatalf("negative --smooth-calm: exit %d %q", code, errs)
+	}
+	if code, _, errs := run(t, "optimizer", "--nats", url, "--fleet", fleet, "--shape-output-alpha", "0"); code != 2 || !strings.Contains(errs, "shape output alpha 0") {
+		t.Fatalf("--shape-output-alpha 0: exit %d %q", code, errs)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)

@@ -107,7 +107,7 @@ func New(cfg Config, deps Deps) (*Optimizer, error) {
 		cfg: cfg, deps: deps, met: met, log: deps.Logger, now: deps.Now, prop: deps.Propagator,
 		health: deps.Health, inbox: make(chan input, inboxSize), trigger: make(chan struct{}, 1),
 		rows: routing.NewRows(cfg.Fleet), in: newInputs(cfg.Fleet), ticks: newTicks(cfg.Fleet, cfg.TickWait), dem: newDemand(cfg.Demand),
-		shape: newShape(cfg.ShapeAlpha, cfg.MeanPromptTokens, cfg.Fleet),
+		shape: newShape(cfg.ShapeAlpha, cfg.ShapeOutputAlpha, cfg.MeanPromptTokens, cfg.Fleet),
 	}
 	o.setDefaults()
 	o.handler = o.newHandler()

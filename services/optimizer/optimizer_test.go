@@ -203,6 +203,9 @@ func remote(s *schemas.Snapshot) float64 {
 // TestOptimizerDemandSwing: fe-west's demand triples, beyond the one
 // engine in west-us. Within a bounded number of solves its weights move
 // to spare capacity in east-us, and then stay: no swing back and forth.
+// The row sheds nothing and its engines reuse no cache here, so its split
+// moves with routing.SmoothConfig.Calm (20 s, two windows): six solves
+// take it 95% of the way (four did when it was published as solved).
 func TestOptimizerDemandSwing(t *testing.T) {
 	f := schemas.ExampleFleetOneModel()
 	b := newBrokers(t)
@@ -214,7 +217,7 @@ func TestOptimizerDemandSwing(t *testing.T) {
 	}
 	r0 := remote(l.series[len(l.series)-1]["fe-west"])
 	swing := map[string]float64{"fe-east": 5.4, "fe-west": 3.6, "fe-eu": 3}
-	const settle, after = 4, 10
+	const settle, after = 6, 8
 	var series []float64
 	for range settle + after {
 		series = append(series, remote(l.step(swing)["fe-west"]))

@@ -371,7 +371,7 @@ func TestPlansSmoothWhileShedding(t *testing.T) {
 // TestPlansSmoothWithReuse: a row that sheds nothing keeps its split
 // while the engines serve prompts from their prefix caches (the request
 // shape's cached fraction), moving at the pace of cfg.Smooth.Reuse; when
-// they serve none from cache, the solution is published as it is.
+// they serve none from cache, at the faster pace of cfg.Smooth.Calm.
 func TestPlansSmoothWithReuse(t *testing.T) {
 	f := schemas.ExampleFleetOneModel()
 	p := &optimize.Problem{MaxUtilization: 0.95, Clusters: []optimize.Cluster{{Name: "calm", DemandRps: 4}},
@@ -386,10 +386,10 @@ func TestPlansSmoothWithReuse(t *testing.T) {
 		wantX  float64
 	}{
 		{"conversations reuse the cache", 0.3, 0.8 - (1-math.Exp(-5/cfg.Smooth.Reuse.Seconds()))*0.6},
-		{"no reuse", 0, 0.2},
+		{"no reuse", 0, 0.8 - (1-math.Exp(-5/cfg.Smooth.Calm.Seconds()))*0.6},
 	} {
 		o := &Optimizer{cfg: cfg, rows: &routing.Rows{Single: true, Rows: []routing.Row{{Name: "calm"}}},
-			shape: newShape(cfg.ShapeAlpha, cfg.MeanPromptTokens, f),
+			shape: newShape(cfg.ShapeAlpha, cfg.ShapeOutputAlpha, cfg.MeanPromptTokens, f),
 			prev:  published{solution: routing.Anchor(map[string]map[string]float64{"calm": {"x": 0.8, "y": 0.2}}, map[string]float64{"calm": 0}, nil)}}
 		o.shape.est.Observe(100, 100*4000, 100*4000*c.cached, 100*300, 100*4000*4000)
 		o.shape.est.Roll()

@@ -19,8 +19,8 @@ type shape struct {
 	seen map[string]int64 // engine -> window end of the last row taken
 }
 
-func newShape(alpha, meanPrompt float64, f *schemas.Fleet) *shape {
-	return &shape{est: prior.ShapeEstimate{Alpha: alpha,
+func newShape(alpha, outputAlpha, meanPrompt float64, f *schemas.Fleet) *shape {
+	return &shape{est: prior.ShapeEstimate{Alpha: alpha, OutputAlpha: outputAlpha,
 		Fallback: prior.Shape{PromptTokens: meanPrompt, OutputTokens: f.MeanOutputTokens}},
 		seen: map[string]int64{}}
 }

@@ -18,7 +18,7 @@ func TestShapeSizesThePrior(t *testing.T) {
 	f := schemas.ExampleFleetOneModel()
 	cfg := DefaultConfig(f)
 	in := newInputs(f)
-	sh := newShape(cfg.ShapeAlpha, cfg.MeanPromptTokens, f)
+	sh := newShape(cfg.ShapeAlpha, cfg.ShapeOutputAlpha, cfg.MeanPromptTokens, f)
 	e := f.Engines[0]
 	fallback := PriorProfile(e, cfg.MeanPromptTokens, f.MeanOutputTokens).CapacityRps
 	capNow := func() float64 { return derate(cfg.Derate, in, sh.get())[0].profile.engine.CapacityRps }
@@ -62,14 +62,17 @@ func TestShapeSizesThePrior(t *testing.T) {
 	}
 	in.addFeatures(row(30e9, 2000))
 	sh.update(in)
-	if got, want := sh.get().PromptTokens, 0.2*2000+0.8*12000; math.Abs(got-want) > 1e-9 {
-		t.Fatalf("after a window of 2k-token prompts: %v, want %v (ShapeAlpha 0.2)", got, want)
+	if a := cfg.ShapeAlpha; a != 0.7 {
+		t.Fatalf("default ShapeAlpha %v, want 0.7", a)
+	}
+	if got, want := sh.get().PromptTokens, 0.7*2000+0.3*12000; math.Abs(got-want) > 1e-9 {
+		t.Fatalf("after a window of 2k-token prompts: %v, want %v (ShapeAlpha 0.7)", got, want)
 	}
 	// A fleet reload's mean_output_tokens sizes the prior until a row
 	// reports the mean request.
 	g := schemas.ExampleFleetOneModel()
 	g.MeanOutputTokens = 2 * f.MeanOutputTokens
-	fresh := newShape(cfg.ShapeAlpha, cfg.MeanPromptTokens, f)
+	fresh := newShape(cfg.ShapeAlpha, cfg.ShapeOutputAlpha, cfg.MeanPromptTokens, f)
 	fresh.setFleet(g)
 	if got := fresh.get().OutputTokens; got != g.MeanOutputTokens {
 		t.Fatalf("after a fleet reload: output tokens %v, want the new fleet's %v", got, g.MeanOutputTokens)
@@ -78,5 +81,10 @@ func TestShapeSizesThePrior(t *testing.T) {
 	bad.ShapeAlpha = 0
 	if err := bad.Validate(); err == nil {
 		t.Fatal("shape alpha 0 accepted")
+	}
+	bad = DefaultConfig(f)
+	bad.ShapeOutputAlpha = 1.5
+	if err := bad.Validate(); err == nil {
+		t.Fatal("shape output alpha 1.5 accepted")
 	}
 }

@@ -80,11 +80,11 @@ func (o *Optimizer) solve(at time.Time) (*solveResult, error) {
 // (p's clusters are the rows, in row order): routings, then a table for
 // each.
 func (o *Optimizer) plans(p *optimize.Problem, sol *optimize.Solution, idle map[string]bool, known bool, dt time.Duration) ([]plan, error) {
-	out := o.routings(p, sol, idle, known, dt, o.reuse())
+	out := o.routings(p, sol, idle, known, dt, o.cfg.Smooth)
 	if routing.Overloads(p, planWeights(out)) {
 		// A calm row's smoothed split would overload an engine (after a
 		// demand swing): the calm rows publish their solution as it is.
-		out = o.routings(p, sol, idle, known, dt, 0)
+		out = o.routings(p, sol, idle, known, dt, o.cfg.Smooth.CalmAsSolved())
 	}
 	for i := range out {
 		t, err := buildTable(o.prev.tables[out[i].row], out[i].weights)
@@ -103,11 +103,13 @@ func (o *Optimizer) plans(p *optimize.Problem, sol *optimize.Solution, idle map[
 // (routing.PublishedShed). A row that sheds, or shed at the last publish,
 // moves toward the solution at the pace of cfg.Smooth (routing.Smooth),
 // dt being the time since the last publish (0: not known, no smoothing);
-// so does the split of a row that sheds nothing while the engines serve
-// reuse of their prompt tokens from their prefix caches (o.reuse; 0
-// publishes such rows as solved).
-func (o *Optimizer) routings(p *optimize.Problem, sol *optimize.Solution, idle map[string]bool, known bool, dt time.Duration, reuse float64) []plan {
+// so does the split of a row that sheds nothing, the more slowly the more
+// of their prompt tokens the engines serve from their prefix caches
+// (o.reuse); sc is cfg.Smooth, or with its calm rows published as solved
+// (SmoothConfig.CalmAsSolved).
+func (o *Optimizer) routings(p *optimize.Problem, sol *optimize.Solution, idle map[string]bool, known bool, dt time.Duration, sc routing.SmoothConfig) []plan {
 	out := make([]plan, 0, len(p.Clusters))
+	reuse := o.reuse()
 	prev := o.prev.solution
 	for r, c := range p.Clusters {
 		pl := plan{row: c.Name, cluster: o.rows.Rows[r].Cluster}
@@ -117,7 +119,7 @@ func (o *Optimizer) routings(p *optimize.Problem, sol *optimize.Solution, idle m
 				pl.weights, pl.shed, pl.kept = w, shed, true
 			}
 		} else if prev != nil {
-			pl.weights, pl.shed = routing.Smooth(o.cfg.Smooth, prev.Weights[c.Name], prev.ShedFraction[c.Name], pl.weights, pl.shed,
+			pl.weights, pl.shed = routing.Smooth(sc, prev.Weights[c.Name], prev.ShedFraction[c.Name], pl.weights, pl.shed,
 				routing.Usable(p, c.Name), dt, reuse)
 		}
 		out = append(out, pl)

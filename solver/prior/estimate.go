@@ -9,8 +9,11 @@ package prior
 // optimizer service feeds it from the feature windows, the backtester
 // from its completions; both roll it once per solve.
 type ShapeEstimate struct {
-	// Alpha is the weight of the newest interval, in (0, 1].
+	// Alpha is the weight of the newest interval, in (0, 1], in the
+	// prompt, its cached share and its second moment.
 	Alpha float64
+	// OutputAlpha is the same for the output tokens; 0 means Alpha.
+	OutputAlpha float64
 	// Fallback is the shape before any completion was seen.
 	Fallback Shape
 
@@ -52,7 +55,11 @@ func (se *ShapeEstimate) Roll() {
 	} else {
 		a := se.Alpha
 		se.cur.PromptTokens = a*now.PromptTokens + (1-a)*se.cur.PromptTokens
-		se.cur.OutputTokens = a*now.OutputTokens + (1-a)*se.cur.OutputTokens
+		ao := se.OutputAlpha
+		if ao == 0 {
+			ao = a
+		}
+		se.cur.OutputTokens = ao*now.OutputTokens + (1-ao)*se.cur.OutputTokens
 		se.cur.CachedFraction = a*now.CachedFraction + (1-a)*se.cur.CachedFraction
 		se.cur.UncachedSq = a*now.UncachedSq + (1-a)*se.cur.UncachedSq
 	}

@@ -28,30 +28,49 @@ import (
 // their context, and the split otherwise follows every move of the
 // demand and capacity estimates (weight churn above a PID controller's on
 // fleets short of capacity). Without prefix reuse a move costs nothing,
-// and bursty traffic needs the split to follow its demand at once (the
-// Azure code trace loses 2 points of SLO attainment with a 100 s time
-// constant there), so it is published as solved. 0 publishes each
-// solution as solved.
+// and bursty traffic needs the split to follow its demand within seconds
+// (the Azure code trace loses 2 points of SLO attainment with a 100 s
+// time constant there), so such a row is smoothed with Calm only, which
+// is also the least time constant of a row with reuse: short enough for
+// bursts, long enough that the split does not follow each solve's move
+// of the capacity estimates (with the mean request tracked over about
+// one control interval, solver/prior.ShapeEstimate, the Azure traces'
+// splits churned 1.5-2 × pid's as solved). 0 publishes each solution as
+// solved.
 type SmoothConfig struct {
 	Weights time.Duration
 	Shed    time.Duration
 	Reuse   time.Duration
+	Calm    time.Duration
 }
 
 // DefaultSmoothConfig returns the optimizer's defaults (README.md,
 // "Shedding"): the served split and the shed fraction each over about
 // 100 s, and the split of a row that sheds nothing over 100 s when
-// prompts reuse the prefix cache.
+// prompts reuse the prefix cache, over 20 s without reuse.
 func DefaultSmoothConfig() SmoothConfig {
-	return SmoothConfig{Weights: 100 * time.Second, Shed: 100 * time.Second, Reuse: 100 * time.Second}
+	return SmoothConfig{Weights: 100 * time.Second, Shed: 100 * time.Second, Reuse: 100 * time.Second, Calm: 20 * time.Second}
 }
 
 // Validate reports the first problem with c.
 func (c SmoothConfig) Validate() error {
-	if c.Weights < 0 || c.Shed < 0 || c.Reuse < 0 {
-		return fmt.Errorf("smoothing time constants %v (weights), %v (shed) and %v (reuse) must be >= 0 (0: publish as solved)", c.Weights, c.Shed, c.Reuse)
+	for _, d := range []struct {
+		v    time.Duration
+		name string
+	}{{c.Weights, "weights"}, {c.Shed, "shed"}, {c.Reuse, "reuse"}, {c.Calm, "calm"}} {
+		if d.v < 0 {
+			return fmt.Errorf("smoothing time constant %v (%s) must be >= 0 (0: publish as solved)", d.v, d.name)
+		}
 	}
 	return nil
+}
+
+// CalmAsSolved is c with the rows that shed nothing published as solved
+// (Reuse and Calm 0): what a caller whose smoothed routing Overloads an
+// engine publishes instead.
+func (c SmoothConfig) CalmAsSolved() SmoothConfig {
+	c.Reuse, c.Calm = 0, 0
+	return c
 }
 
 // ReuseFull is the share of prompt tokens served from prefix caches at
@@ -77,7 +96,7 @@ const SmoothShedFloor = 0.003
 // moves a fraction 1 − exp(−dt/τ) of the way to the new solution
 // (SmoothConfig). It returns the new solution as it is when either sheds
 // everything, when there is no published routing, when nothing usable is
-// left of it, and when neither sheds and the fleet reuses no cache.
+// left of it, and when neither sheds and its calm time constant is 0.
 func Smooth(cfg SmoothConfig, prev map[string]float64, prevShed float64, next map[string]float64, nextShed float64,
 	usable func(engine string) bool, dt time.Duration, reuse float64) (map[string]float64, float64) {
 	if len(prev) == 0 || prevShed >= 1 || nextShed >= 1 || len(next) == 0 {
@@ -86,7 +105,7 @@ func Smooth(cfg SmoothConfig, prev map[string]float64, prevShed float64, next ma
 	aw, as := smoothStep(dt, cfg.Weights), smoothStep(dt, cfg.Shed)
 	calm := !(prevShed >= MinShed) && !(nextShed >= MinShed)
 	if calm {
-		aw, as = smoothStep(dt, reuseTau(cfg.Reuse, reuse)), 1
+		aw, as = smoothStep(dt, calmTau(cfg, reuse)), 1
 	}
 	if aw == 1 && as == 1 {
 		return next, nextShed
@@ -166,9 +185,16 @@ func normalizeSplit(split []weighted, shed float64) (map[string]float64, float64
 	return out, shed
 }
 
-// reuseTau is the time constant of a row that sheds nothing when a share
-// reuse of prompt tokens comes from prefix caches: tau at ReuseFull and
-// above, shrinking in proportion below, 0 (as solved) without reuse.
+// calmTau is the time constant of a row that sheds nothing when a share
+// reuse of prompt tokens comes from prefix caches: reuseTau, and never
+// under cfg.Calm.
+func calmTau(cfg SmoothConfig, reuse float64) time.Duration {
+	return max(cfg.Calm, reuseTau(cfg.Reuse, reuse))
+}
+
+// reuseTau is the time constant tau of a row that sheds nothing scaled by
+// a share reuse of prompt tokens from prefix caches: tau at ReuseFull and
+// above, shrinking in proportion below, 0 without reuse.
 func reuseTau(tau time.Duration, reuse float64) time.Duration {
 	if !(reuse > 0) {
 		return 0

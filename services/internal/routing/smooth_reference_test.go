@@ -18,7 +18,7 @@ func smoothReference(cfg SmoothConfig, prev map[string]float64, prevShed float64
 	aw, as := smoothStep(dt, cfg.Weights), smoothStep(dt, cfg.Shed)
 	calm := !(prevShed >= MinShed) && !(nextShed >= MinShed)
 	if calm {
-		aw, as = smoothStep(dt, reuseTau(cfg.Reuse, reuse)), 1
+		aw, as = smoothStep(dt, calmTau(cfg, reuse)), 1
 	}
 	if aw == 1 && as == 1 {
 		return next, nextShed

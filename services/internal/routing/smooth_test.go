@@ -42,12 +42,14 @@ func TestSmoothMovesAtItsPace(t *testing.T) {
 }
 
 // TestSmoothLeavesRoomAlone: a row that sheds nothing before or after
-// publishes the solution as it is (the same map) when the fleet reuses no
-// prefix cache, so a fleet with room and no reuse is never smoothed; so
+// publishes the solution as it is (the same map) when its calm time
+// constants are 0 (SmoothConfig.CalmAsSolved, what a caller whose
+// smoothed routing overloads an engine publishes), whatever the reuse; so
 // do zero time constants, a missing published routing, and a solution or
-// a published routing that sheds everything, whatever the reuse.
+// a published routing that sheds everything.
 func TestSmoothLeavesRoomAlone(t *testing.T) {
 	cfg := DefaultSmoothConfig()
+	calm := cfg.CalmAsSolved()
 	prev := map[string]float64{"a": 0.5, "b": 0.5}
 	next := map[string]float64{"a": 0.9, "b": 0.1}
 	for _, c := range []struct {
@@ -57,17 +59,14 @@ func TestSmoothLeavesRoomAlone(t *testing.T) {
 		prevShed, nxShed float64
 		next             map[string]float64
 	}{
-		{"no shedding", cfg, prev, 0, 0, next},
-		{"shed under MinShed", cfg, prev, MinShed / 2, MinShed / 3, next},
+		{"no shedding", calm, prev, 0, 0, next},
+		{"shed under MinShed", calm, prev, MinShed / 2, MinShed / 3, next},
 		{"zero time constants", SmoothConfig{}, prev, 0.3, 0.1, map[string]float64{"a": 0.9}},
 		{"nothing published", cfg, nil, 0, 0.2, map[string]float64{"a": 0.8}},
 		{"published sheds all", cfg, map[string]float64{}, 1, 0.2, map[string]float64{"a": 0.8}},
 		{"solution sheds all", cfg, prev, 0.1, 1, map[string]float64{}},
 	} {
 		for _, reuse := range []float64{0, 0.3} {
-			if reuse > 0 && c.nxShed < MinShed && c.prevShed < MinShed {
-				continue // smoothed for its reuse (TestSmoothFollowsReuse)
-			}
 			w, shed := Smooth(c.cfg, c.prev, c.prevShed, c.next, c.nxShed, all, 5*time.Second, reuse)
 			if shed != c.nxShed || len(w) != len(c.next) {
 				t.Errorf("%s, reuse %v: got %v shed %v, want the solution %v shed %v", c.name, reuse, w, shed, c.next, c.nxShed)
@@ -83,8 +82,9 @@ func TestSmoothLeavesRoomAlone(t *testing.T) {
 
 // TestSmoothFollowsReuse: a row that sheds nothing moves its split at the
 // pace of SmoothConfig.Reuse when the fleet serves ReuseFull or more of
-// its prompt tokens from prefix caches, faster in proportion below, at
-// once without reuse; it never sheds, and its weights sum to 1.
+// its prompt tokens from prefix caches, faster in proportion below, and
+// never faster than SmoothConfig.Calm, its pace without reuse; it never
+// sheds, and its weights sum to 1.
 func TestSmoothFollowsReuse(t *testing.T) {
 	cfg := DefaultSmoothConfig()
 	prev := map[string]float64{"a": 0.5, "b": 0.5}
@@ -105,18 +105,28 @@ func TestSmoothFollowsReuse(t *testing.T) {
 	if got, want := moved(ReuseFull/2), 1-math.Exp(-10/(cfg.Reuse.Seconds()/2)); math.Abs(got-want) > 1e-12 {
 		t.Errorf("at half of ReuseFull moved %v of the way, want %v (half the time constant)", got, want)
 	}
-	if moved(0) != 1 {
-		t.Errorf("without reuse the split must be the solution's")
+	calm := 1 - math.Exp(-10/cfg.Calm.Seconds())
+	if got := moved(0); math.Abs(got-calm) > 1e-12 {
+		t.Errorf("without reuse moved %v of the way in 10 s, want %v (SmoothConfig.Calm)", got, calm)
+	}
+	if got := moved(ReuseFull / 20); math.Abs(got-calm) > 1e-12 {
+		t.Errorf("at a twentieth of ReuseFull moved %v of the way in 10 s, want %v (never faster than Calm)", got, calm)
+	}
+	if cfg.Calm <= 0 || cfg.Calm >= cfg.Reuse {
+		t.Fatalf("default Calm %v must lie between 0 and Reuse %v", cfg.Calm, cfg.Reuse)
 	}
 	// Engines the row may no longer use lose their weight at once.
 	w, _ := Smooth(cfg, map[string]float64{"a": 0.5, "dead": 0.5}, 0, next, 0, func(e string) bool { return e != "dead" }, 10*time.Second, 0.3)
 	if _, ok := w["dead"]; ok || math.Abs(w["a"]+w["b"]-1) > 1e-12 {
 		t.Errorf("weights %v keep an unusable engine or do not sum to 1", w)
 	}
-	// Reuse off: as solved.
+	// Reuse and Calm off: as solved; CalmAsSolved turns off those two only.
 	w, _ = Smooth(SmoothConfig{Weights: cfg.Weights, Shed: cfg.Shed}, prev, 0, next, 0, all, 10*time.Second, 0.3)
 	if w["a"] != 0.9 || w["b"] != 0.1 {
-		t.Errorf("with Reuse 0 the split %v must be the solution's", w)
+		t.Errorf("with Reuse and Calm 0 the split %v must be the solution's", w)
+	}
+	if got := cfg.CalmAsSolved(); got != (SmoothConfig{Weights: cfg.Weights, Shed: cfg.Shed}) {
+		t.Errorf("CalmAsSolved of %+v is %+v, want only Reuse and Calm zeroed", cfg, got)
 	}
 }
 
@@ -206,7 +216,7 @@ func TestSmoothConfigValidate(t *testing.T) {
 	if err := (SmoothConfig{}).Validate(); err != nil {
 		t.Fatalf("zero (off): %v", err)
 	}
-	for _, c := range []SmoothConfig{{Weights: -time.Second}, {Shed: -time.Second}, {Reuse: -time.Second}} {
+	for _, c := range []SmoothConfig{{Weights: -time.Second}, {Shed: -time.Second}, {Reuse: -time.Second}, {Calm: -time.Second}} {
 		if c.Validate() == nil {
 			t.Errorf("%+v accepted", c)
 		}
