@@ -35,8 +35,8 @@ import (
 // bursts, long enough that the split does not follow each solve's move
 // of the capacity estimates (with the mean request tracked over about
 // one control interval, solver/prior.ShapeEstimate, the Azure traces'
-// splits churned 1.5-2 × pid's as solved). 0 publishes each solution as
-// solved.
+// splits published as solved churned up to 1.5 × pid's; over 20 s,
+// below pid's). 0 publishes each solution as solved.
 type SmoothConfig struct {
 	Weights time.Duration
 	Shed    time.Duration
