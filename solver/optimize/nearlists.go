@@ -83,12 +83,19 @@ func (st *state) listsCover(pi []float64, reach float64) bool {
 // engineSlots returns the arcs an evaluation or Hessian of engine e must
 // visit: its near list when the lists cover, else all its arcs.
 func (st *state) engineSlots(e int, useLists bool) slotView {
+	start, slots, clu, net, y := st.slotArrays(useLists)
+	lo, hi := start[e], start[e+1]
+	return slotView{slots[lo:hi], clu[lo:hi], net[lo:hi], y[lo:hi]}
+}
+
+// slotArrays returns the arrays engineSlots cuts every engine's arcs
+// from (engine e's are start[e]..start[e+1]): the near lists when they
+// cover, else the model's slots with the state's centres.
+func (st *state) slotArrays(useLists bool) (start, slots, clu []int32, net, y []float64) {
 	if useLists {
 		nl := &st.near
-		lo, hi := nl.start[e], nl.start[e+1]
-		return slotView{nl.slots[lo:hi], nl.clu[lo:hi], nl.net[lo:hi], nl.y[lo:hi]}
+		return nl.start, nl.slots, nl.clu, nl.net, nl.y
 	}
 	m := st.m
-	lo, hi := m.eStart[e], m.eStart[e+1]
-	return slotView{m.slotIDs[lo:hi], m.slotClu[lo:hi], m.slotNet[lo:hi], st.y[lo:hi]}
+	return m.eStart, m.slotIDs, m.slotClu, m.slotNet, st.y
 }

@@ -82,7 +82,6 @@ func checkAndBuild(p *Problem, opt Options) (*model, error) {
 // solution bit for bit.
 func solveModel(p *Problem, m *model, opt Options, mem *memory) *Solution {
 	st := newState(m, mem)
-	st.mem = mem
 	mem.lend(st)
 	defer mem.keep(st)
 	st.trace, st.keepCycling = opt.trace, opt.keepCycling

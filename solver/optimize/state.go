@@ -72,6 +72,7 @@ func newState(m *model, mem *memory) *state {
 	f := make([]float64, 4*m.nc+len(m.slotArc))
 	st := &state{
 		m:     m,
+		mem:   mem,
 		w:     take(&f, m.nc),
 		y:     take(&f, len(m.slotArc)),
 		ys:    take(&f, m.nc),
@@ -169,8 +170,8 @@ func (st *state) evaluate(p, from *point) {
 // engine's evaluation reads, taken out of their structs once an
 // evaluation rather than once an engine (a backtest's engines have a few
 // arcs each, and building each engine's slotView and reloading the fields
-// cost more than its arcs). The arcs are those of engineSlots: its near
-// list when useLists, else all of its slots.
+// cost more than its arcs). The arcs are engineSlots's, from the same
+// slotArrays: its near list when useLists, else all of its slots.
 type evaluator struct {
 	m                 *model
 	start, slots, clu []int32   // the engines' arcs: start[e]..start[e+1]
@@ -191,12 +192,7 @@ func (st *state) evaluator(p *point, useLists bool) evaluator {
 	ev := evaluator{m: m, yZero: st.yZero, w: st.w, on: st.on, pi: p.pi, grad: p.grad,
 		slotClu: m.slotClu, slotNet: m.slotNet, slotY: st.y, lam: p.lam, mu: p.mu,
 		arcs: st.arcs, out: st.slots, act: p.act[:0], actX: p.actX[:0]}
-	if useLists {
-		nl := &st.near
-		ev.start, ev.slots, ev.clu, ev.net, ev.y = nl.start, nl.slots, nl.clu, nl.net, nl.y
-	} else {
-		ev.start, ev.slots, ev.clu, ev.net, ev.y = m.eStart, m.slotIDs, m.slotClu, m.slotNet, st.y
-	}
+	ev.start, ev.slots, ev.clu, ev.net, ev.y = st.slotArrays(useLists)
 	return ev
 }
 
