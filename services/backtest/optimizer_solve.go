@@ -40,11 +40,15 @@ func (p *optimizerPolicy) solve(s *sim) error {
 	p.solves++
 	p.calib.record(s.now, s.fi, prob)
 	released := p.release.Observe(routing.TotalDemand(prob), routing.Sheds(sol))
-	weights, shed := p.publishable(s, prob, sol, released, p.cfg.Smooth)
+	sc := p.cfg.Smooth
+	if released {
+		sc = sc.Released()
+	}
+	weights, shed := p.publishable(s, prob, sol, sc)
 	if routing.Overloads(prob, weights) {
 		// A calm row's smoothed split would overload an engine (after a
 		// demand swing): the calm rows publish their solution as it is.
-		weights, shed = p.publishable(s, prob, sol, released, p.cfg.Smooth.CalmAsSolved())
+		weights, shed = p.publishable(s, prob, sol, sc.CalmAsSolved())
 	}
 	if p.prev != nil && s.now-p.publishedNs < int64(p.cfg.MaxInterval) && p.change(s, weights, shed) < p.cfg.MinChange {
 		return nil // too small a change to publish; the tables stay
@@ -122,15 +126,16 @@ func (p *optimizerPolicy) profile(s *sim, e int, sh prior.Shape) optimize.Engine
 
 // publishable is each row's weights and shed fraction to publish: the
 // solution (routing.Normalize), smoothed from the published routing with
-// sc unless the overload has just been released (routing.Smooth, with the
-// prefix cache reuse that sets how slowly a row that sheds nothing moves).
-func (p *optimizerPolicy) publishable(s *sim, prob *optimize.Problem, sol *optimize.Solution, released bool, sc routing.SmoothConfig) (map[string]map[string]float64, map[string]float64) {
+// sc (routing.Smooth, with the prefix cache reuse that sets how slowly a
+// row that sheds nothing moves; SmoothConfig.Released once an overload
+// has ended).
+func (p *optimizerPolicy) publishable(s *sim, prob *optimize.Problem, sol *optimize.Solution, sc routing.SmoothConfig) (map[string]map[string]float64, map[string]float64) {
 	reuse := p.shape.Get().CachedFraction
 	weights := make(map[string]map[string]float64, s.fi.nrows())
 	shed := make(map[string]float64, s.fi.nrows())
 	for _, c := range s.fi.rowName {
 		weights[c], shed[c] = routing.Normalize(sol.Weights[c], routing.PublishedShed(sol.ShedFraction[c], routing.DemandKnown(s.fi.f, p.demand)))
-		if p.published != nil && !released {
+		if p.published != nil {
 			weights[c], shed[c] = routing.Smooth(sc, p.published[c], p.pubShed[c], weights[c], shed[c],
 				routing.Usable(prob, c), time.Duration(s.now-p.publishedNs), reuse)
 		}

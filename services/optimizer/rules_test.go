@@ -251,14 +251,14 @@ func TestPlans(t *testing.T) {
 	o := &Optimizer{rows: &routing.Rows{Single: true, Rows: []routing.Row{{Name: "busy"}, {Name: "idle", Cluster: 1}, {Name: "new", Cluster: 2}}},
 		prev: published{solution: routing.Anchor(map[string]map[string]float64{"idle": {"x": 0.2, "y": 0.4, "z": 0.3}},
 			map[string]float64{"idle": 0.1}, nil)}}
-	cold, err := o.plans(p, sol, map[string]bool{"idle": true, "new": true}, false, 0)
+	cold, err := o.plans(p, sol, map[string]bool{"idle": true, "new": true}, false, 0, o.cfg.Smooth)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cold[0].shed != 0 || math.Abs(cold[0].weights["x"]+cold[0].weights["y"]-1) > 1e-9 {
 		t.Errorf("before any demand was observed: %+v, want no shed and weights summing to 1", cold[0])
 	}
-	plans, err := o.plans(p, sol, map[string]bool{"idle": true, "new": true}, true, 0)
+	plans, err := o.plans(p, sol, map[string]bool{"idle": true, "new": true}, true, 0, o.cfg.Smooth)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +341,7 @@ func TestPlansSmoothWhileShedding(t *testing.T) {
 	o := &Optimizer{cfg: cfg, rows: &routing.Rows{Single: true, Rows: []routing.Row{{Name: "busy"}}},
 		prev: published{solution: routing.Anchor(map[string]map[string]float64{"busy": {"x": 0.9}},
 			map[string]float64{"busy": 0.1}, nil)}}
-	plans, err := o.plans(p, sol, nil, true, 5*time.Second)
+	plans, err := o.plans(p, sol, nil, true, 5*time.Second, cfg.Smooth)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +358,7 @@ func TestPlansSmoothWhileShedding(t *testing.T) {
 		dt     time.Duration
 	}{{"time since publish not known", cfg.Smooth, 0}, {"smoothing off", routing.SmoothConfig{}, 5 * time.Second}} {
 		o.cfg.Smooth = c.smooth
-		plans, err := o.plans(p, sol, nil, true, c.dt)
+		plans, err := o.plans(p, sol, nil, true, c.dt, c.smooth)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -371,7 +371,9 @@ func TestPlansSmoothWhileShedding(t *testing.T) {
 // TestPlansSmoothWithReuse: a row that sheds nothing keeps its split
 // while the engines serve prompts from their prefix caches (the request
 // shape's cached fraction), moving at the pace of cfg.Smooth.Reuse; when
-// they serve none from cache, at the faster pace of cfg.Smooth.Calm.
+// they serve none from cache, at the faster pace of cfg.Smooth.Calm. Once
+// an overload has ended (routing.SmoothConfig.Released) the first keeps
+// its pace and the second is published as solved.
 func TestPlansSmoothWithReuse(t *testing.T) {
 	f := schemas.ExampleFleetOneModel()
 	p := &optimize.Problem{MaxUtilization: 0.95, Clusters: []optimize.Cluster{{Name: "calm", DemandRps: 4}},
@@ -383,17 +385,22 @@ func TestPlansSmoothWithReuse(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		cached float64 // share of prompt tokens from cache
+		sc     routing.SmoothConfig
 		wantX  float64
 	}{
-		{"conversations reuse the cache", 0.3, 0.8 - (1-math.Exp(-5/cfg.Smooth.Reuse.Seconds()))*0.6},
-		{"no reuse", 0, 0.8 - (1-math.Exp(-5/cfg.Smooth.Calm.Seconds()))*0.6},
+		{"conversations reuse the cache", 0.3, cfg.Smooth, 0.8 - (1-math.Exp(-5/cfg.Smooth.Reuse.Seconds()))*0.6},
+		{"no reuse", 0, cfg.Smooth, 0.8 - (1-math.Exp(-5/cfg.Smooth.Calm.Seconds()))*0.6},
+		// After an overload (routing.Release): the cache still holds the
+		// conversations' context, a row without reuse follows the solver.
+		{"released, conversations reuse the cache", 0.3, cfg.Smooth.Released(), 0.8 - (1-math.Exp(-5/cfg.Smooth.Reuse.Seconds()))*0.6},
+		{"released, no reuse", 0, cfg.Smooth.Released(), 0.2},
 	} {
 		o := &Optimizer{cfg: cfg, rows: &routing.Rows{Single: true, Rows: []routing.Row{{Name: "calm"}}},
 			shape: newShape(cfg.ShapeAlpha, cfg.ShapeOutputAlpha, cfg.MeanPromptTokens, f),
 			prev:  published{solution: routing.Anchor(map[string]map[string]float64{"calm": {"x": 0.8, "y": 0.2}}, map[string]float64{"calm": 0}, nil)}}
 		o.shape.est.Observe(100, 100*4000, 100*4000*c.cached, 100*300, 100*4000*4000)
 		o.shape.est.Roll()
-		plans, err := o.plans(p, sol, nil, true, 5*time.Second)
+		plans, err := o.plans(p, sol, nil, true, 5*time.Second, c.sc)
 		if err != nil {
 			t.Fatal(err)
 		}

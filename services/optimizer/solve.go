@@ -63,11 +63,11 @@ func (o *Optimizer) solve(at time.Time) (*solveResult, error) {
 	if err := checkSolution(p, sol); err != nil {
 		return nil, err
 	}
-	since := o.sincePublish()
+	sc := o.cfg.Smooth
 	if o.release.Observe(routing.TotalDemand(p), routing.Sheds(sol)) {
-		since = 0 // the overload has ended: no smoothing (routing.Release)
+		sc = sc.Released() // the overload has ended (routing.Release)
 	}
-	plans, err := o.plans(p, sol, idle, o.dem.known() || f.TotalDemandRPS > 0, since)
+	plans, err := o.plans(p, sol, idle, o.dem.known() || f.TotalDemandRPS > 0, o.sincePublish(), sc)
 	if err != nil {
 		return nil, err
 	}
@@ -79,12 +79,12 @@ func (o *Optimizer) solve(at time.Time) (*solveResult, error) {
 // plans turns the solution into each demand row's weights and table
 // (p's clusters are the rows, in row order): routings, then a table for
 // each.
-func (o *Optimizer) plans(p *optimize.Problem, sol *optimize.Solution, idle map[string]bool, known bool, dt time.Duration) ([]plan, error) {
-	out := o.routings(p, sol, idle, known, dt, o.cfg.Smooth)
+func (o *Optimizer) plans(p *optimize.Problem, sol *optimize.Solution, idle map[string]bool, known bool, dt time.Duration, sc routing.SmoothConfig) ([]plan, error) {
+	out := o.routings(p, sol, idle, known, dt, sc)
 	if routing.Overloads(p, planWeights(out)) {
 		// A calm row's smoothed split would overload an engine (after a
 		// demand swing): the calm rows publish their solution as it is.
-		out = o.routings(p, sol, idle, known, dt, o.cfg.Smooth.CalmAsSolved())
+		out = o.routings(p, sol, idle, known, dt, sc.CalmAsSolved())
 	}
 	for i := range out {
 		t, err := buildTable(o.prev.tables[out[i].row], out[i].weights)

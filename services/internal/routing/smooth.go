@@ -65,6 +65,21 @@ func (c SmoothConfig) Validate() error {
 	return nil
 }
 
+// Released is c once an overload has ended (Release): a row that shed
+// publishes its solution as it is, its refusals gone at once, and so does
+// a row without prefix reuse; a row whose engines serve prompts from
+// their prefix caches still moves its split with the Reuse pace. The end
+// of an overload says nothing about where a conversation's context is
+// cached: released outright, such rows followed every solve from then on
+// until the solver shed again, which on the headroom fleet (released in
+// its first seconds, when the first window's burst asks 13.6 requests a
+// second and the next ones 2.4) was the whole hour, with 3.5 × this
+// pace's weight churn (services/backtest README, "Released").
+func (c SmoothConfig) Released() SmoothConfig {
+	c.Weights, c.Shed, c.Calm = 0, 0, 0
+	return c
+}
+
 // CalmAsSolved is c with the rows that shed nothing published as solved
 // (Reuse and Calm 0): what a caller whose smoothed routing Overloads an
 // engine publishes instead.
@@ -238,8 +253,10 @@ const ReleaseDrop = 0.2
 // falls, and the shed fraction decaying over minutes would refuse what
 // the fleet can serve. It remembers the fleet's total demand at the
 // solver's last shortfall; once the solver sheds nothing and the demand
-// has fallen ReleaseDrop below that, the rows publish their solutions as
-// they are until the solver sheds again. The zero value is ready.
+// has fallen ReleaseDrop below that, the rows are smoothed with
+// SmoothConfig.Released until the solver sheds again: their solutions as
+// they are, but for the split of a row with prefix reuse. The zero value
+// is ready.
 type Release struct {
 	atShortfall float64 // total demand at the last solve that shed
 	released    bool

@@ -130,6 +130,40 @@ func TestSmoothFollowsReuse(t *testing.T) {
 	}
 }
 
+// TestSmoothReleased: once an overload has ended (SmoothConfig.Released)
+// a row that shed publishes its solution as it is, refusals gone, and so
+// does a row without prefix reuse; a row with reuse keeps the Reuse pace.
+func TestSmoothReleased(t *testing.T) {
+	cfg := DefaultSmoothConfig()
+	rel := cfg.Released()
+	if rel != (SmoothConfig{Reuse: cfg.Reuse}) {
+		t.Fatalf("Released of %+v is %+v, want only Reuse kept", cfg, rel)
+	}
+	prev := map[string]float64{"a": 0.5, "b": 0.5}
+	next := map[string]float64{"a": 0.9, "b": 0.1}
+	// A row that shed: the solution at once, whatever the reuse.
+	w, shed := Smooth(rel, map[string]float64{"a": 0.4, "b": 0.4}, 0.2, next, 0, all, 10*time.Second, 0.3)
+	if shed != 0 || w["a"] != 0.9 || w["b"] != 0.1 {
+		t.Errorf("a row that shed: %v shed %v, want the solution and no shed", w, shed)
+	}
+	// A calm row without reuse: the solution at once.
+	if w, _ := Smooth(rel, prev, 0, next, 0, all, 10*time.Second, 0); w["a"] != 0.9 || w["b"] != 0.1 {
+		t.Errorf("a calm row without reuse: %v, want the solution", w)
+	}
+	// A calm row with reuse: the Reuse pace, as before the overload.
+	for _, reuse := range []float64{ReuseFull / 2, ReuseFull} {
+		got, _ := Smooth(rel, prev, 0, next, 0, all, 10*time.Second, reuse)
+		want, _ := Smooth(cfg, prev, 0, next, 0, all, 10*time.Second, reuse)
+		if got["a"] != want["a"] || got["b"] != want["b"] || !(got["a"] < 0.9) {
+			t.Errorf("a calm row with reuse %v: %v, want %v (its Reuse pace)", reuse, got, want)
+		}
+	}
+	// Released and overloading: CalmAsSolved turns that off too.
+	if got := rel.CalmAsSolved(); got != (SmoothConfig{}) {
+		t.Errorf("Released().CalmAsSolved() is %+v, want every pace 0", got)
+	}
+}
+
 // TestSmoothDropsUnusable: an engine the row may no longer use (gone from
 // the problem, no longer eligible, no capacity) loses its weight at once;
 // with nothing usable left the solution is published as it is.
