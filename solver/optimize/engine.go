@@ -120,17 +120,24 @@ type engineArc struct{ b, w float64 }
 // [0, u] with Σ w·max(0, b − μ) = λ, μ = F'(λ) below the cap and μ ≥ F'(u)
 // at it. warm is a starting guess for λ. When nothing flows, μ = F'(0).
 func (f *engineCost) solveEngine(arcs []engineArc, warm float64) (l, mu float64) {
-	bmax := math.Inf(-1)
-	for _, a := range arcs {
-		bmax = max(bmax, a.b)
-	}
-	if bmax <= f.a || f.u == 0 {
+	if f.u == 0 || !anyAbove(arcs, f.a) {
 		return 0, f.a
 	}
 	if supply(arcs, f.d1u) >= f.u {
 		return f.u, priceForSupply(arcs, f.d1u, f.u)
 	}
 	return f.interiorLoad(arcs, warm)
+}
+
+// anyAbove reports whether some arc's b is above v: whether the largest
+// b is, without the pass over the rest once one is.
+func anyAbove(arcs []engineArc, v float64) bool {
+	for _, a := range arcs {
+		if a.b > v {
+			return true
+		}
+	}
+	return false
 }
 
 // interiorLoad solves Σ w·max(0, b − F'(λ)) = λ for λ in (0, u) by Newton's
