@@ -48,7 +48,8 @@ type ties struct {
 	queued []bool
 
 	moves, merges, splits, rebuilds, fullMoves int
-	stuck                                      int // moves in a row that went nowhere
+	stuck                                      int  // moves in a row that went nowhere
+	stale                                      bool // the lists are from before the last verify (fresh)
 
 	size  []int32 // scratch: cluster counts by label
 	trace func(string, ...any)
@@ -104,9 +105,43 @@ func (x *ties) active(c int) bool { return x.m.demand[c] > 0 }
 func (x *ties) refresh() {
 	x.rebuilds++
 	x.bids.build(x.m, x.pi, x.active)
+	x.stale = false
+	x.reownAll()
+}
+
+// reownAll sets every engine's owner and load afresh from the lists.
+func (x *ties) reownAll() {
 	clear(x.ownL)
 	for e := range x.m.ne {
 		x.ownEngine(int32(e))
+	}
+}
+
+// verify recomputes every engine's owner and load, for solve's last check,
+// and leaves the lists as they are while they still cover (room > 0):
+// the best bid for an engine, and the first bidder making it, are then
+// the listed ones, so owners and loads are refresh's bit for bit, and
+// only a move needs the lists refresh would have built (fresh). A
+// verification that finds every tree balanced, most of them, skips a
+// build (a pass over every arc).
+func (x *ties) verify() {
+	if x.bids.room(x.pi, x.active) <= 1e-3*x.bids.margin {
+		x.refresh()
+		return
+	}
+	x.stale = true
+	x.reownAll()
+}
+
+// fresh builds the lists refresh would have built at the last
+// verification, before a move reads them. The prices have not moved
+// since (no move was made), and the owners and loads verify set are
+// those the build would give.
+func (x *ties) fresh() {
+	if x.stale {
+		x.rebuilds++
+		x.bids.build(x.m, x.pi, x.active)
+		x.stale = false
 	}
 }
 
@@ -257,7 +292,7 @@ func (x *ties) solve(maxSteps int) bool {
 			// Every tree looked balanced on owners kept up to date move
 			// by move: check once more on owners computed afresh.
 			verified = x.moves + x.splits
-			x.refresh()
+			x.verify()
 			for c := range m.nc {
 				x.enqueue(int32(c))
 			}
@@ -286,6 +321,7 @@ func (x *ties) visit(k int32) {
 	if demand == 0 || math.Abs(g) <= tol {
 		return
 	}
+	x.fresh()
 	room := x.bids.room(x.pi, x.active)
 	if room < 1e-3*x.bids.margin {
 		x.refresh()
