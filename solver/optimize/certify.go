@@ -179,7 +179,9 @@ func (st *state) dualBound(pi []float64) float64 {
 		lo, hi := m.arcs(c)
 		for a := lo; a < hi; a++ {
 			e := m.arcEng[a]
-			v[e] = max(v[e], pc-m.arcNet[a])
+			if b := pc - m.arcNet[a]; b > v[e] {
+				v[e] = b // (a compare, not max: bids are never NaN, and ±0 alike fail v > a ≥ 0 below)
+			}
 		}
 	}
 	for e := range m.ne {
@@ -220,10 +222,15 @@ func (st *state) kktResidual(prox bool) float64 {
 			if prox {
 				r += (x - st.y[k]) / st.w[c]
 			}
+			// (compares, not max: no NaN here, and worst starts at +0, so
+			// max's ordering of signed zeros gives the same bits)
 			if used {
-				worst = max(worst, math.Abs(r))
+				r = math.Abs(r)
 			} else {
-				worst = max(worst, -r)
+				r = -r
+			}
+			if r > worst {
+				worst = r
 			}
 		}
 	}

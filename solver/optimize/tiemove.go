@@ -45,16 +45,21 @@ func (x *ties) candidates(members []int32, room float64) {
 	x.cand = x.cand[:0]
 	x.stampN++
 	order := x.order[:0]
+	// (the slices in locals: the stores below would make the compiler
+	// load x's fields again for every arc)
+	stamp, stampN, treeBid, treeClu, treeNet := x.stamp, x.stampN, x.treeBid, x.treeClu, x.treeNet
 	for _, c := range members {
 		engines, nets := x.bids.clusterArcs(c)
+		pc := x.pi[c]
 		for i, e := range engines {
-			v := x.pi[c] - nets[i]
-			if x.stamp[e] != x.stampN {
-				x.stamp[e] = x.stampN
-				x.treeBid[e], x.treeClu[e], x.treeNet[e] = v, c, nets[i]
+			n := nets[i]
+			v := pc - n
+			if stamp[e] != stampN {
+				stamp[e] = stampN
+				treeBid[e], treeClu[e], treeNet[e] = v, c, n
 				order = append(order, e)
-			} else if v > x.treeBid[e] {
-				x.treeBid[e], x.treeClu[e], x.treeNet[e] = v, c, nets[i]
+			} else if v > treeBid[e] {
+				treeBid[e], treeClu[e], treeNet[e] = v, c, n
 			}
 		}
 	}
