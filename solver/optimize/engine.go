@@ -84,8 +84,12 @@ func (f *engineCost) loadAtPriceFrom(v, warm float64) float64 {
 		l = f.u / 2
 	}
 	for range 100 {
-		d1, d2 := f.marginal(l)
-		g := d1 - v
+		// marginal's F' and F'', F'' only once the root is not reached
+		// (most calls end at the second or third point; the same
+		// arithmetic, so the same bits)
+		r := l / f.k
+		q := 1 / (1 - r)
+		g := f.a + f.b*(q*q-1) + 2*f.c*r - v
 		if math.Abs(g) <= 1e-15*v {
 			break
 		}
@@ -94,6 +98,7 @@ func (f *engineCost) loadAtPriceFrom(v, warm float64) float64 {
 		} else {
 			lo = l
 		}
+		d2 := (2*f.b*q*q*q + 2*f.c) / f.k
 		next := l - g/d2
 		if !(next > lo && next < hi) {
 			next = lo + (hi-lo)/2
