@@ -65,10 +65,13 @@ func (x *ties) candidates(members []int32, room float64) {
 	}
 	x.order = order
 	x.outPi = resize(x.outPi, x.m.nc)
+	x.nobodyOut = true
 	for c, p := range x.pi {
 		x.outPi[c] = p
 		if x.inS[c] {
 			x.outPi[c] = math.Inf(-1)
+		} else if x.active(c) {
+			x.nobodyOut = false
 		}
 	}
 	for _, e := range order {
@@ -140,9 +143,9 @@ func (x *ties) bidsFor(e int32) moveEngine {
 		// best of all, so the best from outside. Which outside cluster
 		// makes it first matters only if the move ties e (apply).
 		me.o, me.oc = x.pi[o]-x.ownNet[e], ocUnresolved
-	} else {
+	} else if !x.nobodyOut {
 		me.o, me.oc, me.on = x.bestOutside(e)
-	}
+	} // else every bidder is in the tree: bestOutside's -Inf, -1 (me's)
 	if math.Abs(me.b-me.o) <= tieTol*max(1, math.Abs(me.b)) {
 		me.o = me.b // tied to rounding: the kink is here
 	}

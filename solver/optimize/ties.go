@@ -65,13 +65,17 @@ type ties struct {
 	treeClu []int32   // the first member making it,
 	treeNet []float64 // and its network ms
 	outPi   []float64 // candidates: per cluster, its price outside the tree, -Inf inside
-	kinks   []kink
-	fr      forest
-	snapFr  forest    // snap's layout (fr is splitNegative's)
-	price   []float64 // snap's prices by node
-	over    []float64 // snap's excess over the penalty by tree
-	grp     groups    // components' union-find
-	changed []int32
+	// candidates: every cluster that bids is in the tree (a warm start's
+	// first move, and later ones, move every cluster at once), so no
+	// engine has a bid from outside and bidsFor skips the pass for it
+	nobodyOut bool
+	kinks     []kink
+	fr        forest
+	snapFr    forest    // snap's layout (fr is splitNegative's)
+	price     []float64 // snap's prices by node
+	over      []float64 // snap's excess over the penalty by tree
+	grp       groups    // components' union-find
+	changed   []int32
 }
 
 type tieArc struct {
