@@ -43,22 +43,22 @@ type moveResult struct {
 // bidder (bidsFor).
 func (x *ties) candidates(members []int32, room float64) {
 	x.cand = x.cand[:0]
-	x.stampN++
 	order := x.order[:0]
 	// (the slices in locals: the stores below would make the compiler
 	// load x's fields again for every arc)
-	stamp, stampN, treeBid, treeClu, treeNet := x.stamp, x.stampN, x.treeBid, x.treeClu, x.treeNet
+	treeBid, treeClu, treeNet := x.treeBid, x.treeClu, x.treeNet
 	for _, c := range members {
 		engines, nets := x.bids.clusterArcs(c)
 		pc := x.pi[c]
 		for i, e := range engines {
+			// treeBid is -Inf for an engine no member named yet (bids are
+			// finite): the first naming sets it, and only a higher bid
+			// replaces it, so the first member making the best bid stays.
 			n := nets[i]
-			v := pc - n
-			if stamp[e] != stampN {
-				stamp[e] = stampN
-				treeBid[e], treeClu[e], treeNet[e] = v, c, n
-				order = append(order, e)
-			} else if v > treeBid[e] {
+			if v, tb := pc-n, treeBid[e]; v > tb {
+				if math.IsInf(tb, -1) {
+					order = append(order, e)
+				}
 				treeBid[e], treeClu[e], treeNet[e] = v, c, n
 			}
 		}
@@ -78,6 +78,9 @@ func (x *ties) candidates(members []int32, room float64) {
 		if !x.farOff(e, x.treeBid[e], room) {
 			x.cand = append(x.cand, x.bidsFor(e))
 		}
+	}
+	for _, e := range order {
+		treeBid[e] = math.Inf(-1) // for the next call
 	}
 }
 

@@ -61,7 +61,7 @@ type ties struct {
 	stampN  int32
 	cand    []moveEngine
 	order   []int32   // candidates: engines in the order the members name them
-	treeBid []float64 // candidates: per engine, the moving tree's best bid,
+	treeBid []float64 // candidates: per engine, the moving tree's best bid (-Inf between calls),
 	treeClu []int32   // the first member making it,
 	treeNet []float64 // and its network ms
 	outPi   []float64 // candidates: per cluster, its price outside the tree, -Inf inside
@@ -96,6 +96,9 @@ func newTies(m *model, pi []float64) *ties {
 		treeClu: make([]int32, m.ne), treeNet: make([]float64, m.ne)}
 	for c := range m.nc {
 		x.label[c] = int32(c)
+	}
+	for e := range x.treeBid {
+		x.treeBid[e] = math.Inf(-1) // none named (candidates)
 	}
 	return x
 }
