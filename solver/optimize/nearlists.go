@@ -40,6 +40,10 @@ func (st *state) buildLists(p *point) {
 	nl.ref = append(nl.ref[:0], p.pi...)
 	nl.start = append(nl.start[:0], 0)
 	nl.slots, nl.clu, nl.net, nl.y = nl.slots[:0], nl.clu[:0], nl.net[:0], nl.y[:0]
+	if st.yZero {
+		st.buildListsZero(p)
+		return
+	}
 	for e := range m.ne {
 		floor := p.mu[e] - nearMarginMs
 		for k := m.eStart[e]; k < m.eStart[e+1]; k++ {
@@ -57,6 +61,29 @@ func (st *state) buildLists(p *point) {
 				nl.clu = append(nl.clu, c)
 				nl.net = append(nl.net, m.slotNet[k])
 				nl.y = append(nl.y, st.y[k])
+			}
+		}
+		nl.start = append(nl.start, int32(len(nl.slots)))
+	}
+	nl.valid = true
+}
+
+// buildListsZero is buildLists for a centre at zero (a cold first
+// round): b = π − n, from the prices bidPrices sets (-Inf for a cluster
+// without weight, which never passes the floor), without reading the
+// weights and centres of every arc. The same lists.
+func (st *state) buildListsZero(p *point) {
+	m, nl := st.m, &st.near
+	on := st.bidPrices(p.pi)
+	for e := range m.ne {
+		floor := p.mu[e] - nearMarginMs
+		for k := m.eStart[e]; k < m.eStart[e+1]; k++ {
+			c := m.slotClu[k]
+			if b := on[c] - m.slotNet[k]; b > floor {
+				nl.slots = append(nl.slots, k)
+				nl.clu = append(nl.clu, c)
+				nl.net = append(nl.net, m.slotNet[k])
+				nl.y = append(nl.y, 0)
 			}
 		}
 		nl.start = append(nl.start, int32(len(nl.slots)))
