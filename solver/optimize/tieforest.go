@@ -354,7 +354,9 @@ func (x *ties) tiesFrom(p *point) {
 		size float64
 		rank int // order appended
 	}
-	var cands []cand
+	// (at most every flow and every shed: one allocation, where appending
+	// from nil took 1.3 MB a 100x1000 cold solve)
+	cands := make([]cand, 0, len(p.act)+m.nc)
 	for e := range m.ne {
 		lo, hi := p.actStart[e], p.actStart[e+1]
 		n := 0
