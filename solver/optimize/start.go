@@ -142,22 +142,30 @@ func (st *state) start(pv *previous) {
 		}
 	}
 	for c, d := range m.demand {
-		if d == 0 {
-			continue
+		switch {
+		case d == 0:
+		case overloaded:
+			st.cur.pi[c] = m.penalty
+		case pv != nil && !math.IsNaN(pv.pi[c]):
+			st.cur.pi[c] = min(pv.pi[c], m.penalty)
+		default:
+			st.cur.pi[c] = st.entryPrice(c)
 		}
-		pi := m.penalty
-		lo, hi := m.arcs(c)
-		for a := lo; a < hi; a++ {
-			pi = min(pi, m.arcNet[a]+st.cur.mu[m.arcEng[a]])
-		}
-		if pv != nil && !math.IsNaN(pv.pi[c]) {
-			pi = min(pv.pi[c], m.penalty)
-		}
-		if overloaded {
-			pi = m.penalty
-		}
-		st.cur.pi[c] = pi
 	}
+}
+
+// entryPrice is cluster c's least entry price n + μ over its arcs at the
+// current engine prices, or the shed penalty if that is less: where a
+// cluster starts without a previous price (a pass over its arcs, which a
+// warm start with prices no longer makes).
+func (st *state) entryPrice(c int) float64 {
+	m := st.m
+	pi := m.penalty
+	lo, hi := m.arcs(c)
+	for a := lo; a < hi; a++ {
+		pi = min(pi, m.arcNet[a]+st.cur.mu[m.arcEng[a]])
+	}
+	return pi
 }
 
 // clearingLoads sets the loads at which every engine has the same price
