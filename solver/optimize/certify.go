@@ -201,26 +201,28 @@ func (st *state) dualBound(pi []float64) float64 {
 func (st *state) kktResidual(prox bool) float64 {
 	m, p := st.m, st.cur
 	worst := 0.0
+	// (slices in locals: Go loads a field again in every pass of a loop)
+	slotClu, slotNet, w, pi, y, act, actX := m.slotClu, m.slotNet, st.w, p.pi, st.y, p.act, p.actX
 	for e := range m.ne {
 		f := &m.eng[e]
 		if p.lam[e] >= f.u {
 			d1u, _ := f.marginal(f.u)
 			worst = max(worst, d1u-p.mu[e])
 		}
-		next := p.actStart[e] // actives are in slot order
+		next, end, mu := p.actStart[e], p.actStart[e+1], p.mu[e] // actives are in slot order
 		for k := m.eStart[e]; k < m.eStart[e+1]; k++ {
 			x, used := 0.0, false
-			if next < p.actStart[e+1] && p.act[next] == k {
-				x, used = p.actX[next], true
+			if next < end && act[next] == k {
+				x, used = actX[next], true
 				next++
 			}
-			c := m.slotClu[k]
-			if st.w[c] == 0 {
+			c := slotClu[k]
+			if w[c] == 0 {
 				continue
 			}
-			r := m.slotNet[k] + p.mu[e] - p.pi[c]
+			r := slotNet[k] + mu - pi[c]
 			if prox {
-				r += (x - st.y[k]) / st.w[c]
+				r += (x - y[k]) / w[c]
 			}
 			// (compares, not max: no NaN here, and worst starts at +0, so
 			// max's ordering of signed zeros gives the same bits)
