@@ -42,11 +42,24 @@ type moveResult struct {
 // the engine's; the best outside bid then needs one comparison per
 // bidder (bidsFor).
 func (x *ties) candidates(members []int32, room float64) {
-	x.cand = x.cand[:0]
-	order := x.order[:0]
+	x.gather(members)
+	x.pick(room)
+}
+
+// gather sets the tree's best bid, first member making it and its network
+// ms for every engine the members' lists name (treeBid, treeClu,
+// treeNet), the engines in the order first named (order), and each
+// cluster's price outside the tree (outPi). It holds until the tree's
+// prices or members change: visit's second pick, over the whole room
+// after the window, reads it again.
+func (x *ties) gather(members []int32) {
 	// (the slices in locals: the stores below would make the compiler
 	// load x's fields again for every arc)
 	treeBid, treeClu, treeNet := x.treeBid, x.treeClu, x.treeNet
+	for _, e := range x.order {
+		treeBid[e] = math.Inf(-1) // the last gather's
+	}
+	order := x.order[:0]
 	for _, c := range members {
 		engines, nets := x.bids.clusterArcs(c)
 		pc := x.pi[c]
@@ -74,13 +87,16 @@ func (x *ties) candidates(members []int32, room float64) {
 			x.nobodyOut = false
 		}
 	}
-	for _, e := range order {
+}
+
+// pick makes the candidates from the last gather: the engines named, in
+// order, but those farOff in a move of room.
+func (x *ties) pick(room float64) {
+	x.cand = x.cand[:0]
+	for _, e := range x.order {
 		if !x.farOff(e, x.treeBid[e], room) {
 			x.cand = append(x.cand, x.bidsFor(e))
 		}
-	}
-	for _, e := range order {
-		treeBid[e] = math.Inf(-1) // for the next call
 	}
 }
 

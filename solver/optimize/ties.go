@@ -61,7 +61,7 @@ type ties struct {
 	stampN  int32
 	cand    []moveEngine
 	order   []int32   // candidates: engines in the order the members name them
-	treeBid []float64 // candidates: per engine, the moving tree's best bid (-Inf between calls),
+	treeBid []float64 // candidates: per engine, the moving tree's best bid (-Inf where not named),
 	treeClu []int32   // the first member making it,
 	treeNet []float64 // and its network ms
 	outPi   []float64 // candidates: per cluster, its price outside the tree, -Inf inside
@@ -349,7 +349,7 @@ func (x *ties) visit(k int32) {
 	}
 	r, ok := x.move(members, tol, win)
 	if ok && win < room && r.kinkAt == -1 && r.t != 0 && math.Abs(r.t) >= win {
-		x.candidates(members, room)
+		x.pick(room) // (nothing moved since the gather)
 		r, ok = x.move(members, tol, room)
 	}
 	if ok && r.kinkAt == -1 && r.t != 0 && math.Abs(r.t) >= x.bids.room(x.pi, x.active) {
