@@ -274,11 +274,24 @@ func (x *ties) recount() {
 func (x *ties) components() {
 	m := x.m
 	g := &x.grp
-	g.reset(m.nc + m.ne + 1)
 	gr := m.nc + m.ne
-	for _, a := range x.arcs {
-		g.union(int(a.c), int(x.toNode(a)))
+	// Only the nodes of the last call's arcs can have left their
+	// singletons (unions and finds move nothing else), so those are put
+	// back rather than all ne+nc+1: the same union-find as a reset's.
+	if len(g.parent) != gr+1 {
+		g.reset(gr + 1)
+	} else {
+		for _, v := range x.grpUsed {
+			g.parent[v] = int(v)
+		}
 	}
+	used := x.grpUsed[:0]
+	for _, a := range x.arcs {
+		to := x.toNode(a)
+		used = append(used, a.c, to)
+		g.union(int(a.c), int(to))
+	}
+	x.grpUsed = used
 	for c := range m.nc {
 		x.label[c] = int32(g.find(c))
 		x.ground[c] = false

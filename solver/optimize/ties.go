@@ -75,6 +75,7 @@ type ties struct {
 	price     []float64 // snap's prices by node
 	over      []float64 // snap's excess over the penalty by tree
 	grp       groups    // components' union-find
+	grpUsed   []int32   // the nodes of grp's arcs at the last components
 	changed   []int32
 }
 
