@@ -224,8 +224,11 @@ func (st *state) clearingLoads(lam []float64) (overloaded bool, price float64) {
 func (st *state) centreOnPrevious(pv *previous) {
 	m := st.m
 	st.yZero = false
+	st.ySlots, st.ySorted = make([]int32, len(pv.arcs)), false
 	for i, a := range pv.arcs {
-		st.y[m.arcSlot[a]] = pv.w[i] * m.demand[clusterOfArc(m, a)]
+		k := m.arcSlot[a]
+		st.y[k] = pv.w[i] * m.demand[clusterOfArc(m, a)]
+		st.ySlots[i] = k
 	}
 	for c, d := range m.demand {
 		st.ys[c] = pv.shed[c] * d

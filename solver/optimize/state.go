@@ -1,6 +1,9 @@
 package optimize
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // state is the proximally regularised problem
 //
@@ -24,6 +27,13 @@ type state struct {
 	yZero  bool      // every y is 0: a cold first round
 	warm   bool      // started from a previous solution
 	churn  bool      // the centre is the previous solution: κ is the churn price
+
+	// ySlots are the slots of the nonzero y when the centre is the
+	// previous solution's flows (centreOnPrevious; nil after recentre),
+	// in no order until ySorted, which centrePoint sets when it sorts
+	// them: a pass over them instead of over every slot.
+	ySlots  []int32
+	ySorted bool
 
 	// piLo, piHi bound the optimal prices for the current κ (priceBox).
 	piLo, piHi []float64
@@ -320,6 +330,28 @@ func (st *state) centrePoint() *point {
 	copy(p.pi, st.cur.pi)
 	copy(p.mu, st.cur.mu)
 	copy(p.s, st.ys)
+	if st.ySlots != nil {
+		// The same flows in the same order as the pass over every slot
+		// below: the centre's slots ascending are engine by engine.
+		if !st.ySorted {
+			slices.Sort(st.ySlots)
+			st.ySorted = true
+		}
+		slots, i := st.ySlots, 0
+		for e := range m.ne {
+			p.actStart[e] = int32(len(p.act))
+			for end := m.eStart[e+1]; i < len(slots) && slots[i] < end; i++ {
+				k := slots[i]
+				if y := st.y[k]; y > 0 {
+					p.act = append(p.act, k)
+					p.actX = append(p.actX, y)
+					p.lam[e] += y
+				}
+			}
+		}
+		p.actStart[m.ne] = int32(len(p.act))
+		return p
+	}
 	for e := range m.ne {
 		p.actStart[e] = int32(len(p.act))
 		for k := m.eStart[e]; k < m.eStart[e+1]; k++ {
@@ -338,6 +370,7 @@ func (st *state) centrePoint() *point {
 func (st *state) recentre() {
 	clear(st.y)
 	st.yZero = false
+	st.ySlots = nil
 	for i, k := range st.cur.act {
 		st.y[k] = st.cur.actX[i]
 	}
