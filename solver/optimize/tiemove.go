@@ -55,28 +55,26 @@ func (x *ties) candidates(members []int32, room float64) {
 func (x *ties) gather(members []int32) {
 	// (the slices in locals: the stores below would make the compiler
 	// load x's fields again for every arc)
-	treeBid, treeClu, treeNet := x.treeBid, x.treeClu, x.treeNet
+	treeBid := x.treeBid
+	treeClu, treeNet := x.treeClu[:len(treeBid)], x.treeNet[:len(treeBid)]
 	for _, e := range x.order {
 		treeBid[e] = math.Inf(-1) // the last gather's
 	}
-	order := x.order[:0]
+	// order is written by index, with room for every engine, not
+	// appended to, and each member's arcs are one call of gatherArcs:
+	// in this loop a call to grow order, and the loop's many values, made
+	// the compiler keep its values on the stack, loads and stores more
+	// for every arc.
+	order := x.order[:cap(x.order)]
+	if len(order) < len(treeBid) {
+		order = make([]int32, len(treeBid))
+	}
+	named := 0
 	for _, c := range members {
 		engines, nets := x.bids.clusterArcs(c)
-		pc := x.pi[c]
-		for i, e := range engines {
-			// treeBid is -Inf for an engine no member named yet (bids are
-			// finite): the first naming sets it, and only a higher bid
-			// replaces it, so the first member making the best bid stays.
-			n := nets[i]
-			if v, tb := pc-n, treeBid[e]; v > tb {
-				if math.IsInf(tb, -1) {
-					order = append(order, e)
-				}
-				treeBid[e], treeClu[e], treeNet[e] = v, c, n
-			}
-		}
+		named = gatherArcs(x.pi[c], c, engines, nets, treeBid, treeClu, treeNet, order, named)
 	}
-	x.order = order
+	x.order = order[:named]
 	x.outPi = resize(x.outPi, x.m.nc)
 	x.nobodyOut = true
 	for c, p := range x.pi {
@@ -87,6 +85,29 @@ func (x *ties) gather(members []int32) {
 			x.nobodyOut = false
 		}
 	}
+}
+
+// gatherArcs is gather's pass over one member c's listed arcs (engines,
+// nets) at its price pc: it raises treeBid where c bids more, names in
+// order[named:] the engines no member named before, and returns the new
+// count named.
+func gatherArcs(pc float64, c int32, engines []int32, nets []float64, treeBid []float64, treeClu []int32, treeNet []float64, order []int32, named int) int {
+	nets = nets[:len(engines)]
+	treeClu, treeNet = treeClu[:len(treeBid)], treeNet[:len(treeBid)]
+	for i, e := range engines {
+		// treeBid is -Inf for an engine no member named yet (bids are
+		// finite): the first naming sets it, and only a higher bid
+		// replaces it, so the first member making the best bid stays.
+		n := nets[i]
+		if v, tb := pc-n, treeBid[e]; v > tb {
+			if tb == math.Inf(-1) {
+				order[named] = e
+				named++
+			}
+			treeBid[e], treeClu[e], treeNet[e] = v, c, n
+		}
+	}
+	return named
 }
 
 // pick makes the candidates from the last gather: the engines named, in
