@@ -203,8 +203,9 @@ const ocUnresolved = -2
 func (x *ties) bestOutside(e int32) (o float64, oc int32, on float64) {
 	o, oc = math.Inf(-1), -1
 	clu, net := x.bids.bidders(e)
+	outPi := x.outPi // (a local: the field was loaded again for every bidder)
 	for i, c := range clu {
-		if v := x.outPi[c] - net[i]; v > o {
+		if v := outPi[c] - net[i]; v > o {
 			o, oc, on = v, c, net[i]
 		}
 	}

@@ -179,8 +179,9 @@ func (x *ties) ownEngine(e int32) {
 	m := x.m
 	best, who, wn := math.Inf(-1), int32(-1), 0.0
 	clu, net := x.bids.bidders(e)
+	pi := x.pi // (a local: the field was loaded again for every bidder)
 	for i, c := range clu {
-		if b := x.pi[c] - net[i]; b > best {
+		if b := pi[c] - net[i]; b > best {
 			best, who, wn = b, c, net[i]
 		}
 	}
