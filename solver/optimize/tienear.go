@@ -33,7 +33,18 @@ func (bl *bidLists) build(m *model, pi []float64, active func(c int) bool) {
 	bl.margin = bidMarginMs
 	bl.ref = append(bl.ref[:0], pi...)
 	bl.eStart = append(bl.eStart[:0], 0)
-	bl.eClu, bl.eNet = bl.eClu[:0], bl.eNet[:0]
+	// eClu and eNet are written by index into room for every slot, not
+	// appended to: the calls to grow them kept the loops' values on the
+	// stack.
+	nslot := len(m.slotClu)
+	eClu, eNet := bl.eClu[:cap(bl.eClu)], bl.eNet[:cap(bl.eNet)]
+	if len(eClu) < nslot {
+		eClu = make([]int32, nslot)
+	}
+	if len(eNet) < nslot {
+		eNet = make([]float64, nslot)
+	}
+	listed := 0
 	bl.on = resize(bl.on, m.nc)
 	for c := range m.nc {
 		// A cluster that does not bid bids -Inf for every engine (its
@@ -43,6 +54,7 @@ func (bl *bidLists) build(m *model, pi []float64, active func(c int) bool) {
 			bl.on[c] = pi[c]
 		}
 	}
+	on := bl.on // (locals here and below: fields are loaded again in every pass)
 	for e := range m.ne {
 		lo, hi := m.eStart[e], m.eStart[e+1]
 		bids := resize(bl.bid, int(hi-lo))
@@ -50,7 +62,7 @@ func (bl *bidLists) build(m *model, pi []float64, active func(c int) bool) {
 		top := math.Inf(-1)
 		nets := m.slotNet[lo:hi]
 		for i, c := range m.slotClu[lo:hi] {
-			v := bl.on[c] - nets[i]
+			v := on[c] - nets[i]
 			bids[i] = v
 			if v > top { // (not max: no NaN or signed zero to order here)
 				top = v
@@ -59,17 +71,11 @@ func (bl *bidLists) build(m *model, pi []float64, active func(c int) bool) {
 		// An engine no active cluster reaches (top -Inf) lists none;
 		// otherwise the floor is finite and leaves out every -Inf.
 		if !math.IsInf(top, -1) {
-			floor := top - bl.margin
-			for i, v := range bids {
-				if v >= floor {
-					k := lo + int32(i)
-					bl.eClu = append(bl.eClu, m.slotClu[k])
-					bl.eNet = append(bl.eNet, m.slotNet[k])
-				}
-			}
+			listed = listOver(top-bl.margin, bids, m.slotClu[lo:hi], nets, eClu, eNet, listed)
 		}
-		bl.eStart = append(bl.eStart, int32(len(bl.eClu)))
+		bl.eStart = append(bl.eStart, int32(listed))
 	}
+	bl.eClu, bl.eNet = eClu[:listed], eNet[:listed]
 	bl.cStart = resize(bl.cStart, m.nc+1)
 	clear(bl.cStart)
 	for _, c := range bl.eClu {
@@ -81,13 +87,28 @@ func (bl *bidLists) build(m *model, pi []float64, active func(c int) bool) {
 	bl.cEng = resize(bl.cEng, len(bl.eClu))
 	bl.cNet = resize(bl.cNet, len(bl.eClu))
 	bl.fill = append(bl.fill[:0], bl.cStart[:m.nc]...)
+	fill, cEng, cNet, eClu, eNet := bl.fill, bl.cEng, bl.cNet, bl.eClu, bl.eNet
 	for e := range m.ne {
 		for i := bl.eStart[e]; i < bl.eStart[e+1]; i++ {
-			c := bl.eClu[i]
-			bl.cEng[bl.fill[c]], bl.cNet[bl.fill[c]] = int32(e), bl.eNet[i]
-			bl.fill[c]++
+			c := eClu[i]
+			cEng[fill[c]], cNet[fill[c]] = int32(e), eNet[i]
+			fill[c]++
 		}
 	}
+}
+
+// listOver writes into eClu and eNet from listed on the clusters and
+// network ms of the bids at least floor, and returns the new count listed.
+func listOver(floor float64, bids []float64, clu []int32, nets []float64, eClu []int32, eNet []float64, listed int) int {
+	clu, nets = clu[:len(bids)], nets[:len(bids)]
+	eNet = eNet[:len(eClu)]
+	for i, v := range bids {
+		if v >= floor {
+			eClu[listed], eNet[listed] = clu[i], nets[i]
+			listed++
+		}
+	}
+	return listed
 }
 
 // bidders returns engine e's listed clusters and their network times,
