@@ -250,10 +250,13 @@ func (x *ties) removeArcs(drop func(tieArc) bool) {
 // account sets every cluster's owned load: the loads of the engines it
 // owns that are not shared.
 func (x *ties) account() {
-	clear(x.ownL)
-	for e, c := range x.owner {
-		if c >= 0 && x.ties[e] == 0 {
-			x.ownL[c] += x.load[e]
+	ownL, ties, load := x.ownL, x.ties, x.load // (locals: see gather)
+	clear(ownL)
+	owner := x.owner[:len(ties)]
+	load = load[:len(ties)]
+	for e, n := range ties {
+		if c := owner[e]; c >= 0 && n == 0 {
+			ownL[c] += load[e]
 		}
 	}
 }
