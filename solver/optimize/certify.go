@@ -177,9 +177,12 @@ func (st *state) dualBound(pi []float64) float64 {
 		pc := min(pi[c], m.penalty)
 		bound += pc * d
 		lo, hi := m.arcs(c)
-		for a := lo; a < hi; a++ {
-			e := m.arcEng[a]
-			if b := pc - m.arcNet[a]; b > v[e] {
+		// (locals: the stores to v made the compiler load the fields
+		// again for every arc)
+		arcEng, arcNet := m.arcEng[lo:hi], m.arcNet[lo:hi]
+		arcNet = arcNet[:len(arcEng)]
+		for a, e := range arcEng {
+			if b := pc - arcNet[a]; b > v[e] {
 				v[e] = b // (a compare, not max: bids are never NaN, and ±0 alike fail v > a ≥ 0 below)
 			}
 		}
@@ -210,7 +213,26 @@ func (st *state) kktResidual(prox bool) float64 {
 			worst = max(worst, d1u-p.mu[e])
 		}
 		next, end, mu := p.actStart[e], p.actStart[e+1], p.mu[e] // actives are in slot order
-		for k := m.eStart[e]; k < m.eStart[e+1]; k++ {
+		lo, hi := m.eStart[e], m.eStart[e+1]
+		if !prox {
+			// The engine's slots in order, as below: the runs without
+			// flow between its actives in a pass of their own
+			// (worstIdle), then each active.
+			k := lo
+			for ; next < end; next++ {
+				a := act[next]
+				worst = worstIdle(worst, mu, slotClu[k:a], slotNet[k:a], w, pi)
+				if c := slotClu[a]; w[c] != 0 {
+					if r := math.Abs(slotNet[a] + mu - pi[c]); r > worst {
+						worst = r
+					}
+				}
+				k = a + 1
+			}
+			worst = worstIdle(worst, mu, slotClu[k:hi], slotNet[k:hi], w, pi)
+			continue
+		}
+		for k := lo; k < hi; k++ {
 			x, used := 0.0, false
 			if next < end && act[next] == k {
 				x, used = actX[next], true
@@ -248,6 +270,23 @@ func (st *state) kktResidual(prox bool) float64 {
 			worst = max(worst, math.Abs(r))
 		} else {
 			worst = max(worst, -r)
+		}
+	}
+	return worst
+}
+
+// worstIdle is kktResidual's largest violation over slots without flow
+// (clusters clu, network ms net) of an engine priced mu, from worst on:
+// a negative reduced cost.
+func worstIdle(worst, mu float64, clu []int32, net, w, pi []float64) float64 {
+	net = net[:len(clu)]
+	for i, c := range clu {
+		if w[c] == 0 {
+			continue
+		}
+		r := net[i] + mu - pi[c]
+		if r = -r; r > worst {
+			worst = r
 		}
 	}
 	return worst
