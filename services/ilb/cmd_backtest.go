@@ -68,7 +68,7 @@ func cmdBacktest(ctx context.Context, e *env, args []string) error {
 	fs.DurationVar(&f.smooth.Shed, "smooth-shed", backtest.DefaultOptimizerConfig().Smooth.Shed,
 		"optimizer: the same for its shed fraction (ilb optimizer --smooth-shed); 0: as solved")
 	fs.DurationVar(&f.smooth.Reuse, "smooth-reuse", backtest.DefaultOptimizerConfig().Smooth.Reuse,
-		"optimizer: while a cluster sheds nothing, the time constant of its split when prompts reuse the prefix cache (ilb optimizer --smooth-reuse); 0: as solved")
+		"optimizer: while a cluster sheds nothing, the time constant of its split when prompts reuse the prefix cache, after an overload has ended too (ilb optimizer --smooth-reuse); 0: as solved")
 	fs.DurationVar(&f.smooth.Calm, "smooth-calm", backtest.DefaultOptimizerConfig().Smooth.Calm,
 		"optimizer: the same without reuse, and its least with reuse (ilb optimizer --smooth-calm); 0: as solved")
 	fs.Var(&f.swings, "swing", "demand swing cluster=NAME,factor=X,from=DUR,to=DUR (repeatable)")
