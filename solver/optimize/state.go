@@ -69,6 +69,14 @@ func newPoint(nc, ne int) *point {
 		actStart: make([]int32, ne+1)}
 }
 
+// addFlow appends flow y on slot k of engine e (the next of act, in
+// engine order) and adds it to e's load.
+func (p *point) addFlow(e int, k int32, y float64) {
+	p.act = append(p.act, k)
+	p.actX = append(p.actX, y)
+	p.lam[e] += y
+}
+
 // take cuts the next n values off *buf, with n as the slice's capacity (an
 // append to it reallocates instead of overwriting the next), so that a
 // group of vectors takes one allocation.
@@ -343,9 +351,7 @@ func (st *state) centrePoint() *point {
 			for end := m.eStart[e+1]; i < len(slots) && slots[i] < end; i++ {
 				k := slots[i]
 				if y := st.y[k]; y > 0 {
-					p.act = append(p.act, k)
-					p.actX = append(p.actX, y)
-					p.lam[e] += y
+					p.addFlow(e, k, y)
 				}
 			}
 		}
@@ -356,9 +362,7 @@ func (st *state) centrePoint() *point {
 		p.actStart[e] = int32(len(p.act))
 		for k := m.eStart[e]; k < m.eStart[e+1]; k++ {
 			if y := st.y[k]; y > 0 {
-				p.act = append(p.act, k)
-				p.actX = append(p.actX, y)
-				p.lam[e] += y
+				p.addFlow(e, k, y)
 			}
 		}
 	}
