@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -28,6 +30,44 @@ func devShed(t *testing.T, base string) (frac map[string]float64, total map[stri
 	return frac, total
 }
 
+// devOptimizerState is what the optimizer saw, for a failure message:
+// each row's demand and shed fraction, each engine's capacity (and SLO
+// cap) and load, and where its profile came from.
+func devOptimizerState(t *testing.T, base string) string {
+	t.Helper()
+	_, b := httpDo(t, "GET", base+"/v1/optimizer", "")
+	var o struct {
+		Version  int `json:"version"`
+		Clusters []struct {
+			Name         string  `json:"name"`
+			DemandRPS    float64 `json:"demand_rps"`
+			ObservedRPS  float64 `json:"observed_rps"`
+			ShedFraction float64 `json:"shed_fraction"`
+		} `json:"clusters"`
+		Engines []struct {
+			Name        string  `json:"name"`
+			Profile     string  `json:"profile"`
+			CapacityRPS float64 `json:"capacity_rps"`
+			LoadRPS     float64 `json:"load_rps"`
+			Model       struct {
+				MaxLoadRPS float64 `json:"max_load_rps"`
+			} `json:"model"`
+		} `json:"engines"`
+	}
+	if err := json.Unmarshal(b, &o); err != nil {
+		return fmt.Sprintf("optimizer: %v: %.300s", err, b)
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "snapshot v%d", o.Version)
+	for _, c := range o.Clusters {
+		fmt.Fprintf(&sb, "\n  %s: demand %.2f rps (observed %.2f), shed %.4f", c.Name, c.DemandRPS, c.ObservedRPS, c.ShedFraction)
+	}
+	for _, e := range o.Engines {
+		fmt.Fprintf(&sb, "\n  %s (%s): capacity %.2f rps, SLO cap %.2f, load %.2f", e.Name, e.Profile, e.CapacityRPS, e.Model.MaxLoadRPS, e.LoadRPS)
+	}
+	return sb.String()
+}
+
 // Shedding is a last resort (issue 13): `ilb dev` on its defaults (the
 // two-model example fleet, its declared demand, 10 s windows) refuses
 // nothing before the demand swing, and stops refusing once the swing has
@@ -37,28 +77,39 @@ func devShed(t *testing.T, base string) (frac map[string]float64, total map[stri
 // shed during the swing, or the test would prove nothing, so the swing
 // must leave the fleet short: fe-east's 5.4 rps ×8 and the others' 6.6
 // are about 50 rps against the six engines' ~25 rps within the TBOT SLO
-// (the a100s capped at their SLO load, routing.SLOLoad). The swing's
-// conversations go on after it (their follow-up turns), so demand stays
-// raised for a while: before the SLO caps a ×12 swing was used, and
-// fe-west still refused a few requests 84 s after one of 70 s in one CI
-// run and 101 s after one of 40 s under the race detector (where the
-// simulated engines run slower); with the caps a ×12 swing left 1-10%
-// refused 110 s after it on a loaded machine, a ×8 one nothing (8
-// refused during it). The check starts 110 s after this one and lasts
-// 50 s.
+// (the a100s capped at their SLO load, routing.SLOLoad).
+//
+// The swing's conversations go on after it (their follow-up turns), and
+// under the race detector, with other packages' tests on the same two
+// cores, the simulated engines run slower than their model, so their
+// fitted profiles (and the SLO caps) come out lower: demand stays near
+// the caps for a while. Locally, under the race detector with two or four
+// busy loops beside it, nothing is refused after 70 s; in one CI run in
+// five, fe-east and fe-west still shed 0.3% and 1.1% 110 s after the
+// swing, falling. So the test asks that shedding stops for good: from
+// 110 s after the swing, it watches until 50 s have passed with nothing
+// shed or refused, and fails if that has not happened 220 s after the
+// swing (each shed seen on the way is logged with what the optimizer saw).
 func TestDevShedsOnlyInTheSwing(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs ilb dev for ~220 s")
+		t.Skip("runs ilb dev for 220-280 s")
 	}
+	const (
+		settle = 170 * time.Second // 110 s after the swing
+		clean  = 50 * time.Second  // nothing shed for this long
+		limit  = 280 * time.Second // 220 s after the swing
+	)
 	start := time.Now()
 	d := startDev(t, "--swing-schedule", "fe-east*8@20s-60s/10m")
 	defer d.stop(t)
 	base := "http://" + d.info.HTTP
 	var during float64
 	settled := map[string]float64{}
+	lastShed := settle // when the last shed or refusal after settle was seen
+	logged := 0
 	for {
 		el := time.Since(start)
-		if el > 220*time.Second {
+		if el > limit || el-lastShed >= clean {
 			break
 		}
 		frac, total := devShed(t, base)
@@ -66,21 +117,25 @@ func TestDevShedsOnlyInTheSwing(t *testing.T) {
 			switch {
 			case el < 18*time.Second && (n > 0 || frac[c] > 0):
 				t.Fatalf("at %v, before the swing: %s shed %v (fraction %.3f), want nothing", el.Round(time.Second), c, n, frac[c])
-			case el >= 20*time.Second && el < 170*time.Second:
+			case el >= 20*time.Second && el < settle:
 				during = max(during, n)
-			case el >= 170*time.Second:
+			case el >= settle:
 				// A fraction under 1/1000 is a solve's rounding at a
 				// cluster whose demand sits at its share of the caps (seen
 				// once with the machine loaded by other tests), not a
 				// shortfall; the count below holds what was refused.
-				if frac[c] > 1e-3 {
-					t.Errorf("at %v, 110 s after the swing: %s still sheds %g", el.Round(time.Second), c, frac[c])
+				shed := frac[c] > 1e-3
+				if s, ok := settled[c]; ok && n > s {
+					shed = true
 				}
-				if s, ok := settled[c]; !ok {
-					settled[c] = n
-				} else if n > s {
-					t.Errorf("at %v, 110 s after the swing: %s refused %v more", el.Round(time.Second), c, n-s)
-					settled[c] = n
+				settled[c] = n
+				if shed {
+					lastShed = el
+					if logged < 5 {
+						logged++
+						t.Logf("at %v, %v after the swing: %s sheds %.4f, %v refused in all; %s",
+							el.Round(time.Second), (el - 60*time.Second).Round(time.Second), c, frac[c], n, devOptimizerState(t, base))
+					}
 				}
 			}
 		}
@@ -89,5 +144,14 @@ func TestDevShedsOnlyInTheSwing(t *testing.T) {
 	if during == 0 {
 		t.Error("nothing shed during a swing that leaves the fleet short: the check above proves nothing")
 	}
-	t.Logf("shed during the swing: up to %v requests in a cluster; after it: %v", during, settled)
+	if el := time.Since(start); el-lastShed < clean {
+		t.Errorf("still shedding %v after the swing (last at %v): it should stop once the swing has passed",
+			(el - 60*time.Second).Round(time.Second), lastShed.Round(time.Second))
+	}
+	last := "none"
+	if lastShed > settle {
+		last = fmt.Sprintf("at %v", lastShed.Round(time.Second))
+	}
+	t.Logf("shed during the swing: up to %v requests in a cluster; after it: %v; the last shed from %v on: %s",
+		during, settled, settle, last)
 }
