@@ -2,6 +2,8 @@ package backtest
 
 import (
 	"math"
+	"slices"
+	"strings"
 
 	"github.com/ilb-router/ilb/services/internal/routing"
 	"github.com/ilb-router/ilb/solver/sched"
@@ -106,7 +108,11 @@ func (p *tablePicker) sent(c, e int) {
 // pending there (this cluster's, and the others' as last shared) under
 // the prefill limit.
 func (p *tablePicker) admits(idx int, ongoing bool) bool {
-	e := int(p.toEngine[p.c][idx])
+	return p.admitsEngine(int(p.toEngine[p.c][idx]), ongoing)
+}
+
+// admitsEngine is admits by engine index.
+func (p *tablePicker) admitsEngine(e int, ongoing bool) bool {
 	if !routing.Admit(p.queued(p.c, e), p.limits[e], ongoing) {
 		return false
 	}
@@ -129,13 +135,46 @@ func (p *tablePicker) lighter(t *sched.Table, h uint64, idx int, ongoing bool) i
 	return routing.SecondChoice(t, h, idx, p.closed, p.load)
 }
 
-// load is the data plane's slot.load: the engine's queue and batch as
-// cluster p.c's data plane sees them, plus the prefill pending there (its
-// own, and while the cluster sheds nothing the other data planes' as
-// shared, pendingView) in requests of its mean prompt, over the engine's
-// queue limit.
-func (p *tablePicker) load(i int) float64 {
-	e := int(p.toEngine[p.c][i])
+// overflow is routing.Overflow for a new conversation of cluster p.c
+// sent to table engine idx: the engine outside the table it goes to
+// instead, or -1. Its candidates are the data plane's overflow slots:
+// the engines the row may use and its table does not hold, in name
+// order, with a queue limit; closed if unhealthy or over their
+// admission limits.
+func (p *tablePicker) overflow(idx int) int {
+	c := p.c
+	if p.outside == nil {
+		p.outside = make([][]int32, len(p.s.fi.elig))
+	}
+	if p.outside[c] == nil {
+		names := p.s.fi.engines
+		p.outside[c] = slices.SortedFunc(slices.Values(p.s.fi.elig[c]), func(a, b int32) int { return strings.Compare(names[a], names[b]) })
+	}
+	out, toIdx := p.outside[c], p.toIdx[c]
+	if len(out) == p.tables[c].Len() {
+		return -1 // every engine the row may use is in its table
+	}
+	o := routing.Overflow(p.load(idx), len(out),
+		func(i int) bool {
+			e := int(out[i])
+			return toIdx[e] >= 0 || !p.s.healthy[e] || !(p.limits[e] > 0) || !p.admitsEngine(e, false)
+		},
+		func(i int) float64 { return p.loadEngine(int(out[i])) })
+	if o < 0 {
+		return -1
+	}
+	return int(out[o])
+}
+
+// load is the data plane's slot.load of table engine i (loadEngine).
+func (p *tablePicker) load(i int) float64 { return p.loadEngine(int(p.toEngine[p.c][i])) }
+
+// loadEngine is the data plane's slot.load: the engine's queue and batch
+// as cluster p.c's data plane sees them, plus the prefill pending there
+// (its own, and while the cluster sheds nothing the other data planes'
+// as shared, pendingView) in requests of its mean prompt, over the
+// engine's queue limit.
+func (p *tablePicker) loadEngine(e int) float64 {
 	if !(p.limits[e] > 0) {
 		return math.Inf(1)
 	}

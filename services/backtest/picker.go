@@ -60,6 +60,9 @@ type tablePicker struct {
 	skip    func(idx int) bool
 	full    func(idx int) bool
 	closed  func(idx int) bool
+	// outside[c]: the engines demand row c may use, in name order, for
+	// routing.Overflow (those in its table are skipped).
+	outside [][]int32
 
 	// Local admission (routing.Admit): each engine's queue limit (nil:
 	// none), and the requests each cluster sent each engine since the
@@ -227,8 +230,11 @@ func (p *tablePicker) pick(s *sim, i int) int {
 	primaryIdx := t.PickHash(h)
 	primary := int(p.toEngine[c][primaryIdx])
 	if ongoing && routing.Sticky(int(p.primary[conv]), int(p.served[conv]), primary) {
+		// Its spill target: a table engine with a share, or an engine
+		// outside the table that routing.Overflow sent it to.
 		if sv := int(p.served[conv]); p.toIdx[c][sv] >= 0 && p.share[c][p.toIdx[c][sv]] > 0 &&
-			(p.limits == nil || p.admits(int(p.toIdx[c][sv]), true)) {
+			(p.limits == nil || p.admits(int(p.toIdx[c][sv]), true)) ||
+			p.toIdx[c][sv] < 0 && p.limits != nil && s.healthy[sv] && p.admitsEngine(sv, true) {
 			p.remember(conv, primary, sv)
 			p.sent(c, sv)
 			if p.pend != nil {
@@ -249,15 +255,25 @@ func (p *tablePicker) pick(s *sim, i int) int {
 			return pickRefused
 		}
 	}
+	e := -1
 	if p.limits != nil {
 		idx = p.lighter(t, h, idx, ongoing)
+		if !ongoing {
+			e = p.overflow(idx)
+		}
 	}
-	e := int(p.toEngine[c][idx])
+	if e < 0 {
+		e = int(p.toEngine[c][idx])
+	}
 	p.sent(c, e)
 	if p.pend != nil {
 		p.prefillSent(i, c, e)
 	}
-	if routing.Spilled(idx, primaryIdx, s.healthy[primary]) {
+	chosen := idx
+	if e != int(p.toEngine[c][idx]) {
+		chosen = -1 // routing.Overflow's engine: outside the table, not the primary
+	}
+	if routing.Spilled(chosen, primaryIdx, s.healthy[primary]) {
 		p.remember(conv, primary, e) // a spill is remembered
 	} else {
 		p.remember(conv, primary, primary) // back to it once it recovers

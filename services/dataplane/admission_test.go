@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/ilb-router/ilb/schemas"
@@ -217,5 +218,65 @@ func TestAdmissionByPendingPrefill(t *testing.T) {
 	mustSet(t, d, s2)
 	if _, err := tryPick(d, "fe-a", "late"); err != nil {
 		t.Fatalf("without prefill limits: %v, want admitted", err)
+	}
+}
+
+// TestOverflowOutsideTheTable: a new conversation whose table engine
+// carries at least half of what it can start within the SLO goes to an
+// engine the cluster may use outside its table (one the snapshot gives a
+// queue limit) under half that load (routing.Overflow), and its next turn
+// follows it there while that engine admits it; an engine without a
+// queue limit in the snapshot (not the cluster's to use) is never chosen,
+// and a lightly loaded table engine keeps its new conversations.
+func TestOverflowOutsideTheTable(t *testing.T) {
+	clk := newClock(t0)
+	cfg := testConfig("fe-a")
+	d := newDP(t, cfg, Deps{Now: clk.Now})
+	s := snap("fe-a", 1, map[string]float64{"eng-a": 1})
+	s.QueueLimits = map[string]float64{"eng-a": 4, "eng-b": 4}
+	mustSet(t, d, s)
+	status := func(engine string, waiting, at int) {
+		d.ObserveStatus(schemas.EngineStatus{Engine: engine, TimeUnixNano: int64(at), Health: schemas.HealthHealthy,
+			ReadyReplicas: 1, TotalReplicas: 1, Waiting: uint32(waiting)})
+	}
+	status("eng-a", 1, 1) // a quarter of its limit: under MoveLoadMin
+	status("eng-b", 0, 1)
+	status("eng-c", 0, 1) // known, idle, but not the cluster's to use
+	for i := range 20 {
+		if got := pickName(t, d, "fe-a", "light-"+strconv.Itoa(i)); got != "eng-a" {
+			t.Fatalf("new conversation %d went to %s while its table engine is at a quarter of its limit", i, got)
+		}
+	}
+	info := decodeJSON[routingInfo](t, getPath(d.Handler(), "/v1/routing?cluster=fe-a"))
+	var listed []string
+	for _, e := range info.Engines {
+		listed = append(listed, e.Name)
+		if e.Name == "eng-b" && e.Share != 0 {
+			t.Errorf("/v1/routing: eng-b, outside the table, has share %v", e.Share)
+		}
+	}
+	if strings.Join(listed, ",") != "eng-a,eng-b" {
+		t.Errorf("/v1/routing engines %v, want the table's eng-a, then eng-b outside it", listed)
+	}
+
+	status("eng-a", 3, 2) // three quarters: eng-b, idle, is under half that
+	status("eng-b", 0, 2)
+	status("eng-c", 0, 2)
+	if got := pickName(t, d, "fe-a", "burst"); got != "eng-b" {
+		t.Fatalf("new conversation went to %s, want eng-b outside the table (eng-a at 3/4 of its limit)", got)
+	}
+	if got := pickName(t, d, "fe-a", "burst"); got != "eng-b" {
+		t.Fatalf("its next turn went to %s, want eng-b, where it was sent", got)
+	}
+	status("eng-b", 9, 3) // over twice its limit: the next turn goes back
+	status("eng-a", 3, 3)
+	if got := pickName(t, d, "fe-a", "burst"); got != "eng-a" {
+		t.Fatalf("its next turn went to %s with eng-b over twice its limit, want its table engine eng-a", got)
+	}
+	status("eng-b", 3, 4) // as loaded as eng-a: not under half its load
+	for i := range 20 {
+		if got := pickName(t, d, "fe-a", "level-"+strconv.Itoa(i)); got != "eng-a" {
+			t.Fatalf("new conversation %d went to %s, not under half the table engine's load", i, got)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"math"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -156,10 +157,17 @@ func (c *cluster) buildTableLocked(reg *registry, pp pickerParams, t *sched.Tabl
 	if t == nil {
 		return p
 	}
-	p.slots = make([]slot, t.Len())
+	names := make([]string, t.Len(), t.Len()+len(c.snap.QueueLimits))
+	for i := range names {
+		names[i] = t.Engine(i)
+	}
+	if class >= 0 || c.routes == nil {
+		names = appendOutside(names, c.snap.QueueLimits)
+	}
+	p.slots = make([]slot, len(names))
 	p.byID = make(map[uint16]int, len(p.slots))
-	for i := range p.slots {
-		e := reg.getLocked(t.Engine(i))
+	for i, name := range names {
+		e := reg.getLocked(name)
 		s := slot{eng: e, cell: c.cellLocked(e), limit: c.snap.QueueLimits[e.name], prefill: c.snap.PrefillLimits[e.name]}
 		s.avail, s.why = e.availableLocked(pp.now, pp.statusTTL)
 		if s.avail && pp.needURL && e.url() == "" {
@@ -179,8 +187,24 @@ func (c *cluster) buildTableLocked(reg *registry, pp pickerParams, t *sched.Tabl
 			p.byID[e.id] = i
 		}
 	}
-	setShares(p.slots, t.Counts(), c.stale)
+	setShares(p.slots[:t.Len()], t.Counts(), c.stale)
 	return p
+}
+
+// appendOutside appends to the table's engines (names) the others the
+// cluster may use, in name order: those the snapshot gives a queue limit
+// (the limits of the engines its rows may use, optimizer clusterLimits)
+// that the table does not hold. They are the picker's overflow slots
+// (routing.Overflow), after the table's, with no share.
+func appendOutside(names []string, limits map[string]float64) []string {
+	n := len(names)
+	for name, l := range limits {
+		if l > 0 && !slices.Contains(names[:n], name) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names[n:])
+	return names
 }
 
 // setShares sets each available engine's bounded-load share with

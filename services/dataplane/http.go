@@ -177,8 +177,12 @@ func (d *DataPlane) routingInfo(c *cluster, now time.Time) routingInfo {
 	shares := p.table.Weights()
 	for i := range p.slots {
 		s := &p.slots[i]
+		share := 0.0 // an overflow slot's: outside the table
+		if i < len(shares) {
+			share = shares[i]
+		}
 		info.Engines = append(info.Engines, engineInfo{Name: s.eng.name, Available: s.avail, Reason: s.why.String(),
-			Share: shares[i], LoadShare: s.share, Penalised: s.penalty != 0,
+			Share: share, LoadShare: s.share, Penalised: s.penalty != 0,
 			InFlight: s.cell.inflight.Load(), Picks: s.cell.picks.Load(), QueueLimit: s.limit, PrefillLimit: s.prefill,
 			PendingTokens: s.eng.live.pending.Load(), RemoteTokens: s.eng.live.remote.Load()})
 	}

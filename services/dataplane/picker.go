@@ -27,7 +27,7 @@ type fallback uint8
 const (
 	noFallback       fallback = iota
 	reasonUnhealthy           // unhealthy, no ready replica, failed probes, or no URL
-	reasonSpill               // bounded-load spill of a new conversation
+	reasonSpill               // bounded-load spill of a new conversation, or routing.Overflow
 	reasonOutlier             // ejected, or latency-penalised for new conversations
 	reasonStale               // picked under the stale policy (counted in addition)
 	reasonIneligible          // the snapshot gives it the class, the fleet says it does not serve it
@@ -67,7 +67,7 @@ type picker struct {
 	versionHeader []string
 	createdAt     time.Time
 	table         *sched.Table // nil when the snapshot sheds everything
-	slots         []slot       // by table index
+	slots         []slot       // by table index, then the overflow slots outside it (appendOutside)
 	byID          map[uint16]int
 	shed          float64
 	stale         bool
@@ -98,7 +98,7 @@ func (p *picker) forRequest(model string, tokens int) (*picker, error) {
 
 // choice is the outcome of a pick.
 type choice struct {
-	idx     int // table index of the chosen engine
+	idx     int // slot index of the chosen engine: the table's, or an overflow slot's
 	primary int // table index the key's own slot names
 	reason  fallback
 	memo    memo // what to remember about the conversation
@@ -162,15 +162,15 @@ func (p *picker) pick(h uint64, ongoing bool, m memo, tr *tried) (choice, error)
 		return choice{}, ErrNoEngine
 	}
 	closed := func(i int) bool { return !p.slots[i].avail || tr.has(i) || !p.slots[i].admits(ongoing) }
+	// New conversations take the lightest of the candidates; ongoing
+	// ones leave their engine only for one under half its load.
+	// The other data planes' pending prefill counts while the
+	// cluster sheds nothing: when the fleet is short, steering by
+	// everyone's backlog only moves the shortfall around (services/
+	// backtest README, "Pending prefill").
+	mean, shared := p.c.meanPrompt(), !(p.shed >= routing.MinShed)
+	load := func(i int) float64 { return p.slots[i].load(mean, shared) }
 	if !p.stale {
-		// New conversations take the lightest of the candidates; ongoing
-		// ones leave their engine only for one under half its load.
-		// The other data planes' pending prefill counts while the
-		// cluster sheds nothing: when the fleet is short, steering by
-		// everyone's backlog only moves the shortfall around (services/
-		// backtest README, "Pending prefill").
-		mean, shared := p.c.meanPrompt(), !(p.shed >= routing.MinShed)
-		load := func(i int) float64 { return p.slots[i].load(mean, shared) }
 		if ongoing {
 			idx = routing.Move(p.table, h, idx, p.slots[idx].eng.live.held(), closed, load)
 		} else {
@@ -184,6 +184,16 @@ func (p *picker) pick(h uint64, ongoing bool, m memo, tr *tried) (choice, error)
 			return choice{}, ErrAdmission
 		}
 	}
+	if n := p.table.Len(); !ongoing && !p.stale && len(p.slots) > n {
+		// A new conversation whose table engine is loaded goes to an
+		// idle engine outside the table (routing.Overflow).
+		out := p.slots[n:]
+		if o := routing.Overflow(load(idx), len(out),
+			func(i int) bool { s := &out[i]; return !s.avail || s.penalty != 0 || tr.has(n+i) || !s.admits(false) },
+			func(i int) float64 { return out[i].load(mean, shared) }); o >= 0 {
+			idx = n + o
+		}
+	}
 	return p.result(h, idx, primary, ongoing, tr), nil
 }
 
@@ -195,10 +205,15 @@ func (p *picker) sticky(primary int, m memo) (int, bool) {
 		return 0, false
 	}
 	idx, ok := p.byID[m.served]
-	if !ok || !p.slots[idx].avail || p.slots[idx].share == 0 {
+	if !ok || !p.slots[idx].avail {
 		return 0, false
 	}
-	return idx, true
+	if idx >= p.table.Len() {
+		// Outside the table (routing.Overflow sent it there): while it
+		// can start the turn within the SLO.
+		return idx, p.slots[idx].admits(true)
+	}
+	return idx, p.slots[idx].share != 0
 }
 
 func (p *picker) result(h uint64, idx, primary int, ongoing bool, tr *tried) choice {

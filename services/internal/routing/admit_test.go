@@ -197,3 +197,35 @@ func TestPrefillLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestOverflow: an engine outside the table takes a new conversation only
+// when its table engine carries at least MoveLoadMin, and only if it is
+// under MoveRatio × that load; the lightest such engine wins (the first
+// on ties), closed ones never.
+func TestOverflow(t *testing.T) {
+	loads := []float64{0.3, 0.1, 0.1, 0}
+	open := func(int) bool { return false }
+	load := func(i int) float64 { return loads[i] }
+	for _, tc := range []struct {
+		name   string
+		best   float64
+		closed func(int) bool
+		want   int
+	}{
+		{"table engine light", MoveLoadMin * 0.99, open, -1},
+		{"table engine at the floor", MoveLoadMin, open, 3},
+		{"lightest wins", 1, open, 3},
+		{"first of equals", 1, func(i int) bool { return i == 3 }, 1},
+		{"none under half", 0.15, open, -1},
+		{"all closed", 1, func(int) bool { return true }, -1},
+		{"unknown load", math.Inf(1), open, 3},
+		{"NaN load", math.NaN(), open, -1},
+	} {
+		if got := Overflow(tc.best, len(loads), tc.closed, load); got != tc.want {
+			t.Errorf("%s: Overflow(%v) = %d, want %d", tc.name, tc.best, got, tc.want)
+		}
+	}
+	if got := Overflow(1, 0, open, load); got != -1 {
+		t.Errorf("no engine outside the table: %d, want -1", got)
+	}
+}
