@@ -24,9 +24,8 @@ func (d *DataPlane) routedLocked() []*engine {
 			if p.table == nil {
 				continue
 			}
-			counts := p.table.Counts()
-			for i := range p.slots {
-				if counts[i] > 0 {
+			for i, n := range p.table.Counts() { // the table's slots, not the overflow's
+				if n > 0 {
 					seen[p.slots[i].eng.name] = p.slots[i].eng
 				}
 			}
