@@ -25,6 +25,7 @@ type newtonWork struct {
 	reach    float64   // exact rounds: largest price move of a step, ms (trust region)
 
 	coupled             groups // rows an engine couples in H
+	sets                int    // groups left in coupled
 	order               []int
 	blockAt             []int // scratch: counting sort of rows by block
 	blockStart          []int32
@@ -221,6 +222,7 @@ func (st *state) newtonStep(nw *newtonWork) bool {
 	n := len(nw.rows)
 	clear(nw.h)
 	nw.coupled.reset(n)
+	nw.sets = n
 	st.assembleEngines(nw)
 	p := st.cur
 	for i, c := range nw.rows {
@@ -378,11 +380,8 @@ func (nw *newtonWork) addBlock(near []nearArc, beta float64) {
 		rows[k], ws[k] = i, a.w
 	}
 	nw.blockIdx, nw.blockW = rows, ws
-	first := int(rows[0])
+	nw.join(rows)
 	for ia, i := range rows {
-		if int(i) != first {
-			nw.coupled.union(first, int(i))
-		}
 		aw := ws[ia]
 		bw := beta * aw
 		row := nw.h[int(i)*n:]
@@ -390,6 +389,31 @@ func (nw *newtonWork) addBlock(near []nearArc, beta float64) {
 		for jb, j := range rows[:ia] {
 			row[j] -= bw * ws[jb]
 		}
+	}
+}
+
+// join puts rows, sorted ascending, in one group of nw.coupled. Only
+// the groups' roots are read (solveBlocks), and a root is its group's
+// lowest row whatever the order of joins, so join finds the first row's
+// root once, and nothing once every row is in one group (nw.sets, the
+// groups left), as in most fleets after a few engines.
+func (nw *newtonWork) join(rows []int32) {
+	if nw.sets <= 1 {
+		return
+	}
+	g := &nw.coupled
+	r := g.find(int(rows[0]))
+	for _, i := range rows[1:] {
+		b := g.find(int(i))
+		switch {
+		case b == r:
+			continue
+		case b < r:
+			g.parent[r], r = b, b
+		default:
+			g.parent[b] = r
+		}
+		nw.sets--
 	}
 }
 
