@@ -77,12 +77,16 @@ func (st *state) buildListsZero(p *point) {
 	on := st.bidPrices(p.pi)
 	for e := range m.ne {
 		floor := p.mu[e] - nearMarginMs
-		for k := m.eStart[e]; k < m.eStart[e+1]; k++ {
-			c := m.slotClu[k]
-			if b := on[c] - m.slotNet[k]; b > floor {
-				nl.slots = append(nl.slots, k)
+		// Cut at the engine's end, so that an int index below len(clu)
+		// needs no bounds check on clu and net.
+		clu := m.slotClu[:m.eStart[e+1]]
+		net := m.slotNet[:len(clu)]
+		for k := int(m.eStart[e]); k < len(clu); k++ {
+			c := clu[k]
+			if b := on[c] - net[k]; b > floor {
+				nl.slots = append(nl.slots, int32(k))
 				nl.clu = append(nl.clu, c)
-				nl.net = append(nl.net, m.slotNet[k])
+				nl.net = append(nl.net, net[k])
 				nl.y = append(nl.y, 0)
 			}
 		}

@@ -310,9 +310,9 @@ func (st *state) assembleEngines(nw *newtonWork) {
 		if st.yZero {
 			// The same arcs as below, for a centre at zero: b = π − n, or
 			// -Inf for a cluster without weight (z = +Inf: skipped).
-			mu := p.mu[e]
+			mu, net := p.mu[e], v.net[:len(v.clu)] // (no bounds check on net[i])
 			for i, c := range v.clu {
-				z := mu - (on[c] - v.net[i])
+				z := mu - (on[c] - net[i])
 				switch {
 				case z >= cut:
 				case z < 0:

@@ -269,9 +269,13 @@ func (ev *evaluator) collect(lo, hi int32, tau float64) {
 	clu, net, slots := ev.clu, ev.net, ev.slots
 	if ev.yZero {
 		// b = π − n, from the prices bidPrices set for p (-Inf for a
-		// cluster without weight, which never passes tau).
+		// cluster without weight, which never passes tau). The views cut
+		// at hi, so that an int index below len(clu) needs no bounds
+		// check on clu, net and slots (a cold pass visits every arc).
 		on, w := ev.on, ev.w
-		for i := lo; i < hi; i++ {
+		clu = clu[:hi]
+		net, slots = net[:len(clu)], slots[:len(clu)]
+		for i := int(lo); i < len(clu); i++ {
 			c := clu[i]
 			if b := on[c] - net[i]; b > tau {
 				arcs = append(arcs, engineArc{b: b, w: w[c]})
