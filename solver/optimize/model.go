@@ -37,8 +37,8 @@ func newModel(p *Problem) *model {
 // buildModel builds the model of a Problem whose fields other than
 // network_ms Validate accepted, checking network_ms on the way (an
 // unknown engine or a number out of range fails it; Validate then says
-// which): one pass over each cluster's row, in map order, with a dense
-// scratch row putting the arcs in engine order.
+// which): a dense row (an eighth of the engines or more) read engine by
+// engine, a sparse one in map order and sorted by engine.
 func buildModel(p *Problem) (*model, bool) {
 	m := &model{
 		nc: len(p.Clusters), ne: len(p.Engines),
@@ -58,8 +58,6 @@ func buildModel(p *Problem) (*model, bool) {
 	m.arcEng = make([]int32, 0, arcs)
 	m.arcNet = make([]float64, 0, arcs)
 	allowed := make([]bool, m.ne)
-	ms := make([]float64, m.ne)
-	seen := make([]int32, m.ne) // cluster index + 1 that set ms[e]
 	type pair struct {
 		e   int32
 		net float64
@@ -76,27 +74,40 @@ func buildModel(p *Problem) (*model, bool) {
 		}
 		usable := func(e int32) bool { return (!restricted || allowed[e]) && m.eng[e].u > 0 }
 		row := p.NetworkMs[cl.Name]
-		dense := len(row) >= m.ne/8
-		sparse = sparse[:0]
-		for name, v := range row {
-			e, ok := engIndex[name]
-			if !ok || !inRange(v) {
-				return nil, false
-			}
-			if dense {
-				ms[e], seen[e] = v, int32(c+1)
-			} else if usable(e) {
-				sparse = append(sparse, pair{e, v})
-			}
-		}
-		if dense {
-			for e := range int32(m.ne) {
-				if seen[e] == int32(c+1) && usable(e) {
+		if len(row) >= m.ne/8 {
+			// A dense row is read engine by engine, one map read each
+			// rather than a step of the map's iteration and a read of
+			// engIndex: the arcs in engine order as a sort would give. A
+			// name that is no engine's leaves some of the row unread.
+			found := 0
+			for i := range p.Engines {
+				v, ok := row[p.Engines[i].Name]
+				if !ok {
+					continue
+				}
+				if !inRange(v) {
+					return nil, false
+				}
+				found++
+				if e := int32(i); usable(e) {
 					m.arcEng = append(m.arcEng, e)
-					m.arcNet = append(m.arcNet, ms[e])
+					m.arcNet = append(m.arcNet, v)
 				}
 			}
+			if found != len(row) {
+				return nil, false
+			}
 		} else {
+			sparse = sparse[:0]
+			for name, v := range row {
+				e, ok := engIndex[name]
+				if !ok || !inRange(v) {
+					return nil, false
+				}
+				if usable(e) {
+					sparse = append(sparse, pair{e, v})
+				}
+			}
 			slices.SortFunc(sparse, func(a, b pair) int { return int(a.e - b.e) })
 			for _, r := range sparse {
 				m.arcEng = append(m.arcEng, r.e)
