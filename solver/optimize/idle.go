@@ -185,13 +185,14 @@ func (st *state) groupBreakpoints(g *groups, idle []bool, grad []float64, bp *br
 		if v := p.mu[e] - m.eng[e].d1u; v < d {
 			d, bp.by[r] = v, -1
 		}
-		// Views cut at the engine's end, so that an int index below
-		// len(clu) needs no bounds check on clu, net and ys, and the
+		// Views cut at the engine's end, so that an index below len(clu)
+		// needs no bounds check on clu, net and ys (unsigned: a signed
+		// one might be negative, and clu[k] kept its check), and the
 		// arrays in locals, read once an engine rather than once an arc.
 		clu := m.slotClu[:m.eStart[e+1]]
 		net, ys := m.slotNet[:len(clu)], st.y[:len(clu)]
 		w, root, pi, mu := st.w, bp.root, p.pi, p.mu[e]
-		for k := int(m.eStart[e]); k < len(clu); k++ {
+		for k := uint(m.eStart[e]); k < uint(len(clu)); k++ {
 			c := clu[k]
 			if w := w[c]; w > 0 && root[c] != r {
 				if gap := mu - (pi[c] - net[k] + ys[k]/w); gap > 0 && gap < d {

@@ -77,11 +77,12 @@ func (st *state) buildListsZero(p *point) {
 	on := st.bidPrices(p.pi)
 	for e := range m.ne {
 		floor := p.mu[e] - nearMarginMs
-		// Cut at the engine's end, so that an int index below len(clu)
-		// needs no bounds check on clu and net.
+		// Cut at the engine's end, so that an index below len(clu) needs
+		// no bounds check on clu and net (unsigned: a signed one might be
+		// negative, and clu[k] kept its check).
 		clu := m.slotClu[:m.eStart[e+1]]
 		net := m.slotNet[:len(clu)]
-		for k := int(m.eStart[e]); k < len(clu); k++ {
+		for k := uint(m.eStart[e]); k < uint(len(clu)); k++ {
 			c := clu[k]
 			if b := on[c] - net[k]; b > floor {
 				nl.slots = append(nl.slots, int32(k))

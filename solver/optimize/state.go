@@ -236,7 +236,7 @@ func (ev *evaluator) engine(e int, warmL, warmMu float64) float64 {
 	}
 	ev.lam[e], ev.mu[e] = l, mu
 	act, actX, grad, pi := ev.act, ev.actX, ev.grad, ev.pi
-	arcs, clu, net, y := ev.arcs, ev.slotClu, ev.slotNet, ev.slotY
+	arcs, clu, net, y := ev.arcs[:len(ev.out)], ev.slotClu, ev.slotNet, ev.slotY
 	value, sum := 0.0, 0.0
 	for i, k := range ev.out {
 		a := arcs[i]
@@ -270,12 +270,13 @@ func (ev *evaluator) collect(lo, hi int32, tau float64) {
 	if ev.yZero {
 		// b = π − n, from the prices bidPrices set for p (-Inf for a
 		// cluster without weight, which never passes tau). The views cut
-		// at hi, so that an int index below len(clu) needs no bounds
-		// check on clu, net and slots (a cold pass visits every arc).
+		// at hi, so that an index below len(clu) needs no bounds check
+		// on clu, net and slots (a cold pass visits every arc; unsigned:
+		// a signed one might be negative, and clu[i] kept its check).
 		on, w := ev.on, ev.w
 		clu = clu[:hi]
 		net, slots = net[:len(clu)], slots[:len(clu)]
-		for i := int(lo); i < len(clu); i++ {
+		for i := uint(lo); i < uint(len(clu)); i++ {
 			c := clu[i]
 			if b := on[c] - net[i]; b > tau {
 				arcs = append(arcs, engineArc{b: b, w: w[c]})
