@@ -39,8 +39,10 @@ func (x *ties) layout(f *forest) {
 		f.adjStart[a.c+1]++
 		f.adjStart[node(a)+1]++
 	}
-	for v := range n {
-		f.adjStart[v+1] += f.adjStart[v]
+	sum := int32(0) // the counts' running sum (adjStart[0] is 0)
+	for v, k := range f.adjStart {
+		sum += k
+		f.adjStart[v] = sum
 	}
 	f.adj = resize(f.adj, int(f.adjStart[n]))
 	fill := append(f.fill[:0], f.adjStart[:n]...)
