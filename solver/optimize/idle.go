@@ -22,10 +22,27 @@ func (st *state) jumpIdle() bool {
 	for c := range m.nc {
 		responsive[c] = st.w[c] == 0 || p.s[c] > 0
 	}
+	// An engine's users join the group of its first user, found once
+	// (and nothing once one group holds every cluster: sets counts them),
+	// as newtonWork.join: only roots are read, and a root is its group's
+	// lowest cluster whatever the order of joins, as with union.
+	sets := m.nc
 	for e := range m.ne {
 		act := p.act[p.actStart[e]:p.actStart[e+1]]
-		for _, k := range act[min(1, len(act)):] {
-			g.union(int(m.slotClu[act[0]]), int(m.slotClu[k]))
+		if len(act) > 1 && sets > 1 {
+			r := g.find(int(m.slotClu[act[0]]))
+			for _, k := range act[1:] {
+				b := g.find(int(m.slotClu[k]))
+				switch {
+				case b == r:
+					continue
+				case b < r:
+					g.parent[r], r = b, b
+				default:
+					g.parent[b] = r
+				}
+				sets--
+			}
 		}
 		if len(act) > 0 && p.lam[e] < m.eng[e].u {
 			responsive[m.slotClu[act[0]]] = true
