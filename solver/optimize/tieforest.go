@@ -39,10 +39,10 @@ func (x *ties) layout(f *forest) {
 		f.adjStart[a.c+1]++
 		f.adjStart[node(a)+1]++
 	}
-	sum := int32(0) // the counts' running sum (adjStart[0] is 0)
-	for v, k := range f.adjStart {
+	sum, starts := int32(0), f.adjStart // the counts' running sum (adjStart[0] is 0)
+	for v, k := range starts {
 		sum += k
-		f.adjStart[v] = sum
+		starts[v] = sum
 	}
 	f.adj = resize(f.adj, int(f.adjStart[n]))
 	fill := append(f.fill[:0], f.adjStart[:n]...)
