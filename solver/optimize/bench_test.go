@@ -137,3 +137,17 @@ func BenchmarkSolveRandom(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkBuildModel is the model build a cold Solve starts with: the
+// Problem's maps read into the slot arrays (100x1000 slack fleet).
+func BenchmarkBuildModel(b *testing.B) {
+	p := regimeFleet(b, regimeSlack, 100, 1000)
+	b.ReportAllocs()
+	clock := startCPU(b)
+	for b.Loop() {
+		if _, ok := buildModel(p); !ok {
+			b.Fatal("buildModel failed")
+		}
+	}
+	clock.stop(b)
+}
