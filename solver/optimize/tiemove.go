@@ -116,7 +116,8 @@ func (x *ties) pick(room float64) {
 	x.cand = x.cand[:0]
 	for _, e := range x.order {
 		if !x.farOff(e, x.treeBid[e], room) {
-			x.cand = append(x.cand, x.bidsFor(e))
+			x.cand = append(x.cand, moveEngine{})
+			x.bidsFor(&x.cand[len(x.cand)-1], e)
 		}
 	}
 }
@@ -175,9 +176,10 @@ func (x *ties) candidatesFull(members []int32) {
 // bidsFor is engine e's best bids from the moving tree (gathered by
 // candidates) and from others: the first bidder (lowest index) making the
 // best bid among those outside the tree, whose outPi is their price (the
-// members' is -Inf, which never wins).
-func (x *ties) bidsFor(e int32) moveEngine {
-	me := moveEngine{e: e, c: x.treeClu[e], oc: -1, b: x.treeBid[e], o: math.Inf(-1), bn: x.treeNet[e], l: x.load[e]}
+// members' is -Inf, which never wins). It writes them to me, in place in
+// the candidates (returned, the struct was copied twice).
+func (x *ties) bidsFor(me *moveEngine, e int32) {
+	*me = moveEngine{e: e, c: x.treeClu[e], oc: -1, b: x.treeBid[e], o: math.Inf(-1), bn: x.treeNet[e], l: x.load[e]}
 	if o := x.owner[e]; x.ties[e] == 0 && o >= 0 && !x.inS[o] {
 		// Owned by a cluster outside the tree: the owner's bid is the
 		// best of all, so the best from outside. Which outside cluster
@@ -189,7 +191,6 @@ func (x *ties) bidsFor(e int32) moveEngine {
 	if math.Abs(me.b-me.o) <= tieTol*max(1, math.Abs(me.b)) {
 		me.o = me.b // tied to rounding: the kink is here
 	}
-	return me
 }
 
 // ocUnresolved marks a candidate whose best outside bid is known but not
