@@ -141,7 +141,10 @@ func mixKey(z uint64) uint64 {
 // the one with the lowest load (the first on ties), if that is under
 // MoveRatio × bestLoad and bestLoad is at least MoveLoadMin; else -1.
 // closed(i) reports an engine it may not go to (unavailable, or over its
-// admission limit).
+// admission limit). A bestLoad of +Inf (the table engine's load unknown:
+// no status yet, or no queue limit) keeps the plan: an unknown load is
+// not a burst, and every engine with a known load would be "under half"
+// of it, so each new conversation would leave the table.
 //
 // The weights are the optimizer's plan for the windows it saw; a burst
 // between solves can fill the engines of a cluster's table while others
@@ -156,7 +159,7 @@ func mixKey(z uint64) uint64 {
 // points summed, most on the multi-region fleets whose bursts outrun the
 // solves.
 func Overflow(bestLoad float64, n int, closed func(i int) bool, load func(i int) float64) int {
-	if !(bestLoad >= MoveLoadMin) {
+	if !(bestLoad >= MoveLoadMin) || math.IsInf(bestLoad, 1) {
 		return -1
 	}
 	out, lim := -1, bestLoad*MoveRatio

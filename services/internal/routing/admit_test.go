@@ -201,7 +201,7 @@ func TestPrefillLimit(t *testing.T) {
 // TestOverflow: an engine outside the table takes a new conversation only
 // when its table engine carries at least MoveLoadMin, and only if it is
 // under MoveRatio × that load; the lightest such engine wins (the first
-// on ties), closed ones never.
+// on ties), closed ones never; an unknown load (+Inf) keeps the plan.
 func TestOverflow(t *testing.T) {
 	loads := []float64{0.3, 0.1, 0.1, 0}
 	open := func(int) bool { return false }
@@ -218,7 +218,7 @@ func TestOverflow(t *testing.T) {
 		{"first of equals", 1, func(i int) bool { return i == 3 }, 1},
 		{"none under half", 0.15, open, -1},
 		{"all closed", 1, func(int) bool { return true }, -1},
-		{"unknown load", math.Inf(1), open, 3},
+		{"unknown load keeps the plan", math.Inf(1), open, -1},
 		{"NaN load", math.NaN(), open, -1},
 	} {
 		if got := Overflow(tc.best, len(loads), tc.closed, load); got != tc.want {
