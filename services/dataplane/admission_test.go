@@ -227,7 +227,8 @@ func TestAdmissionByPendingPrefill(t *testing.T) {
 // queue limit) under half that load (routing.Overflow), and its next turn
 // follows it there while that engine admits it; an engine without a
 // queue limit in the snapshot (not the cluster's to use) is never chosen,
-// and a lightly loaded table engine keeps its new conversations.
+// and a table engine lightly loaded, or of unknown load (no status yet),
+// keeps its new conversations.
 func TestOverflowOutsideTheTable(t *testing.T) {
 	clk := newClock(t0)
 	cfg := testConfig("fe-a")
@@ -238,6 +239,12 @@ func TestOverflowOutsideTheTable(t *testing.T) {
 	status := func(engine string, waiting, at int) {
 		d.ObserveStatus(schemas.EngineStatus{Engine: engine, TimeUnixNano: int64(at), Health: schemas.HealthHealthy,
 			ReadyReplicas: 1, TotalReplicas: 1, Waiting: uint32(waiting)})
+	}
+	status("eng-b", 0, 0) // eng-a has no status yet: its load is unknown
+	for i := range 5 {
+		if got := pickName(t, d, "fe-a", "unknown-"+strconv.Itoa(i)); got != "eng-a" {
+			t.Fatalf("new conversation %d went to %s while its table engine's load is unknown, want the plan's eng-a", i, got)
+		}
 	}
 	status("eng-a", 1, 1) // a quarter of its limit: under MoveLoadMin
 	status("eng-b", 0, 1)
