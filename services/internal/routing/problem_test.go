@@ -181,8 +181,9 @@ func TestTablerIsTable(t *testing.T) {
 }
 
 // TestSLOLoad: the cap lies SLOLoadSlack times past the utilisation where
-// the modelled TBOT reaches the SLO, never under MinSLOUtilization of the
-// capacity, and is 0 (none) when it would reach max_utilization, when
+// the modelled TBOT reaches the SLO, never under MinSLOLoad of the
+// capacity (MinSLOUtilization when the model names no load, under
+// NoSLOLoad), and is 0 (none) when it would reach max_utilization, when
 // TBOT does not rise with load, or without an SLO or a capacity.
 func TestSLOLoad(t *testing.T) {
 	e := optimize.Engine{Name: "h", CapacityRps: 2, TBOT: optimize.TBOT{BaseMs: 30, SlopeMs: 140}}
@@ -194,6 +195,22 @@ func TestSLOLoad(t *testing.T) {
 	slow.TBOT.BaseMs = 120 // over the SLO at any load
 	if got, want := SLOLoad(slow, 100, 0.95), MinSLOUtilization*2; math.Abs(got-want) > 1e-12 {
 		t.Errorf("an engine over the SLO at every load: cap %v rps, want the floor %v", got, want)
+	}
+	// Steep lines: at ρ 0.0375 × slack the model names no load (the floor
+	// MinSLOUtilization); at 0.125 × slack and 0.075 × slack it names a
+	// small one, kept down to MinSLOLoad.
+	for _, c := range []struct {
+		slope, want float64
+	}{
+		{70 / 0.0375, MinSLOUtilization},
+		{70 / 0.125, SLOLoadSlack * 0.125},
+		{70 / 0.075, MinSLOLoad},
+	} {
+		steep := e
+		steep.TBOT.SlopeMs = c.slope
+		if got := SLOLoad(steep, 100, 0.95); math.Abs(got-c.want*2) > 1e-12 {
+			t.Errorf("TBOT 30 + %.0f ρ ms: cap %v rps, want %v", c.slope, got, c.want*2)
+		}
 	}
 	for _, c := range []struct {
 		name string
