@@ -32,16 +32,10 @@ func (st *state) jumpIdle() bool {
 		if len(act) > 1 && sets > 1 {
 			r := g.find(int(m.slotClu[act[0]]))
 			for _, k := range act[1:] {
-				b := g.find(int(m.slotClu[k]))
-				switch {
-				case b == r:
-					continue
-				case b < r:
-					g.parent[r], r = b, b
-				default:
-					g.parent[b] = r
+				var joined bool
+				if r, joined = g.link(r, g.find(int(m.slotClu[k]))); joined {
+					sets--
 				}
-				sets--
 			}
 		}
 		if len(act) > 0 && p.lam[e] < m.eng[e].u {
@@ -269,6 +263,23 @@ func (g *groups) find(i int) int {
 		i = g.parent[i]
 	}
 	return i
+}
+
+// link joins the groups whose roots are r and b under the smaller of the
+// two and returns it, and whether they were two groups: union's step
+// after its finds, for a caller that joins many members to one group and
+// finds that group's root once (newtonWork.join, jumpIdle).
+func (g *groups) link(r, b int) (int, bool) {
+	switch {
+	case b == r:
+		return r, false
+	case b < r:
+		g.parent[r] = b
+		return b, true
+	default:
+		g.parent[b] = r
+		return r, true
+	}
 }
 
 // union joins the groups of i and j under the smaller root, so roots do not

@@ -404,16 +404,10 @@ func (nw *newtonWork) join(rows []int32) {
 	g := &nw.coupled
 	r := g.find(int(rows[0]))
 	for _, i := range rows[1:] {
-		b := g.find(int(i))
-		switch {
-		case b == r:
-			continue
-		case b < r:
-			g.parent[r], r = b, b
-		default:
-			g.parent[b] = r
+		var joined bool
+		if r, joined = g.link(r, g.find(int(i))); joined {
+			nw.sets--
 		}
-		nw.sets--
 	}
 }
 
