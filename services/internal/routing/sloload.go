@@ -26,9 +26,9 @@ const NoSLOLoad = 0.05
 // said 0.1-0.2, or ran uncapped when a burst of long answers flattened
 // the line. Measured over the backtester's 34 scenarios, eight jittered
 // runs each (services/backtest README, "Cap floors"): +14.9 and +13.8
-// points summed over seeds 1-8 and 9-16, the five code-trace fleets up
-// 0.1-5.1 points each, u1 +1.1 and +0.5; one region −0.3 and −0.2, u4
-// −0.4 and −0.5. A cap is thus not monotone in the line: one at 0.04
+// points summed over seeds 1-8 and 9-16, every code-trace scenario up
+// by 0.1-5.1 points but u22 (level), u1 +1.1 and +0.5; one region −0.3
+// and −0.2, u4 −0.4 and −0.5. A cap is thus not monotone in the line: one at 0.04
 // gets 0.2 of capacity, one at 0.06 gets 0.1; only the second is the
 // model's own estimate.
 const MinSLOLoad = 0.1
