@@ -285,11 +285,7 @@ func (g *groups) link(r, b int) (int, bool) {
 // union joins the groups of i and j under the smaller root, so roots do not
 // depend on the order of unions.
 func (g *groups) union(i, j int) {
-	a, b := g.find(i), g.find(j)
-	if a > b {
-		a, b = b, a
-	}
-	g.parent[b] = a
+	g.link(g.find(i), g.find(j))
 }
 
 // pseudoCurvature replaces a zero diagonal (a cluster whose supply does not

@@ -28,9 +28,9 @@ const NoSLOLoad = 0.05
 // runs each (services/backtest README, "Cap floors"): +14.9 and +13.8
 // points summed over seeds 1-8 and 9-16, every code-trace scenario up
 // by 0.1-5.1 points but u22 (level), u1 +1.1 and +0.5; one region −0.3
-// and −0.2, u4 −0.4 and −0.5. A cap is thus not monotone in the line: one at 0.04
-// gets 0.2 of capacity, one at 0.06 gets 0.1; only the second is the
-// model's own estimate.
+// and −0.2, u4 −0.4 and −0.5. A cap is thus not monotone in the line:
+// one at 0.04 gets 0.2 of capacity, one at 0.06 gets 0.1; only the
+// second is the model's own estimate.
 const MinSLOLoad = 0.1
 
 // SLOLoadSlack is how far past the load where an engine's modelled TBOT
