@@ -31,17 +31,25 @@ func (p *tablePicker) setLimits(limits []float64) {
 		p.pend, p.pendTok = make([]int32, s.w.len()), make([]int64, len(s.fi.clusters)*len(s.fi.engines))
 		p.sentAt = make([]uint64, s.w.len())
 		p.endedBy = make([]int32, len(s.fi.clusters)*len(s.fi.engines))
+		p.own, p.ownAt = make([]int32, len(s.fi.clusters)*len(s.fi.engines)), make([]int32, len(s.fi.clusters)*len(s.fi.engines))
+		p.owned = make([]bool, s.w.len())
 		s.enableFirstTokens(p.prefillDone)
 		s.onDone = p.ended
+		s.onStatus = func() { copy(p.ownAt, p.own) }
 	}
 }
 
 // ended is a request's end at engine e: its prompt leaves the pending
-// prefill, and if it was sent since the last status it counts as ended
-// among those (held), as in the data plane.
+// prefill and its cluster's own requests there (routing.Busy), and if it
+// was sent since the last status it counts as ended among those (held),
+// as in the data plane.
 func (p *tablePicker) ended(s *sim, i, e int) {
 	p.prefillDone(s, i, e)
 	c := int(s.w.cluster[i])
+	if p.owned[i] {
+		p.owned[i] = false
+		p.own[c*len(s.fi.engines)+e]--
+	}
 	if p.sentAt[i] == s.statusGen && p.sentGen[c] == s.statusGen {
 		p.endedBy[c*len(s.fi.engines)+e]++
 	}
@@ -53,14 +61,6 @@ func (p *tablePicker) ended(s *sim, i, e int) {
 func (p *tablePicker) held(c, e int) float64 {
 	sent, ended := p.sentSince(c, e)
 	return float64(p.s.waitSeen[e]+p.s.runSeen[e]) + float64(sent-ended)
-}
-
-// waiting is engine e's queue as the data plane of demand row c's
-// cluster counts it for the load (its view covers every class it sends):
-// waiting by the last status plus every request sent since, ended or not.
-func (p *tablePicker) waiting(c, e int) float64 {
-	sent, _ := p.sentSince(c, e)
-	return float64(p.s.waitSeen[e]) + float64(sent)
 }
 
 // queued is engine e's queue for local admission as the data plane of
@@ -170,7 +170,8 @@ func (p *tablePicker) overflow(idx int) int {
 func (p *tablePicker) load(i int) float64 { return p.loadEngine(int(p.toEngine[p.c][i])) }
 
 // loadEngine is the data plane's slot.load: the engine's queue and batch
-// as cluster p.c's data plane sees them, plus the prefill pending there
+// as cluster p.c's data plane sees them (routing.Busy: the other
+// clusters' requests by the last status, its own as they are now), plus the prefill pending there
 // (its own, and while the cluster sheds nothing the other data planes'
 // as shared, pendingView) in requests of its mean prompt, over the
 // engine's queue limit.
@@ -178,7 +179,8 @@ func (p *tablePicker) loadEngine(e int) float64 {
 	if !(p.limits[e] > 0) {
 		return math.Inf(1)
 	}
-	q := p.waiting(p.c, e) + float64(p.s.runSeen[e])
+	k := int(p.s.fi.rowCluster[p.c])*len(p.s.fi.engines) + e
+	q := routing.Busy(float64(p.s.waitSeen[e]), float64(p.s.runSeen[e]), float64(p.ownAt[k]), float64(p.own[k]))
 	if p.meanPrompt > 0 {
 		q += float64(p.pendingTokens(e, !(p.shed[p.c] >= routing.MinShed))) / p.meanPrompt
 	}
@@ -220,10 +222,15 @@ func (p *tablePicker) othersPending(c, e int) int64 {
 
 // prefillSent counts request i's prompt as prefill this cluster's data
 // plane has sent engine e and not yet seen a first token of (it sees the
-// answer's stream start), in units of its mean prompt.
+// answer's stream start), in units of its mean prompt, and request i
+// among its own in flight there until it ends (routing.Busy).
 func (p *tablePicker) prefillSent(i, c, e int) {
 	c = int(p.s.fi.rowCluster[c]) // a row's cluster
 	p.sentAt[i] = p.s.statusGen
+	if !p.owned[i] {
+		p.owned[i] = true
+		p.own[c*len(p.s.fi.engines)+e]++
+	}
 	tok := p.s.w.prompt[i]
 	p.pend[i] = tok
 	p.pendTok[c*len(p.s.fi.engines)+e] += int64(tok)

@@ -79,6 +79,11 @@ type tablePicker struct {
 	endedBy    []int32  // like sentBy: of those, the ones that ended
 	pendTok    []int64
 	meanPrompt float64
+	// Each cluster's own requests in flight at each engine
+	// (routing.Busy): sent and not ended (own, by cluster*engines+engine;
+	// owned by request), and as they were at the last status (ownAt).
+	own, ownAt []int32
+	owned      []bool
 	// The other data planes' pending prefill as shared (othersPending):
 	// every cluster's pendTok as of syncAt, and its sum by engine;
 	// syncLag 0 shares nothing.

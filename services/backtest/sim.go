@@ -62,6 +62,7 @@ type sim struct {
 	firsts   []engine.FirstToken // scratch for first-token records, nil unless enabled
 	onFirst  func(s *sim, i, e int)
 	onDone   func(s *sim, i, e int) // every request that ends, nil: none
+	onStatus func()                 // after every status tick, nil: none
 	ev       schemas.Event
 	rec      *recorder
 	progress *progress
@@ -327,6 +328,9 @@ func (s *sim) status(t int64) {
 			s.signalStatus(e, t, st)
 		}
 		s.rec.sample(s, t, e, st)
+	}
+	if s.onStatus != nil {
+		s.onStatus()
 	}
 }
 

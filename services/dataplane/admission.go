@@ -26,6 +26,8 @@ type live struct {
 	ended            atomic.Int64  // of those sent since the last status, the ones that ended
 	gen              atomic.Uint64 // statuses taken so far: what sent and ended count from
 	fresh            atomic.Bool
+	own              atomic.Int64 // this process's requests at the engine: sent and not ended
+	ownAtStatus      atomic.Int64 // own when the last status came
 	pending          atomic.Int64 // prompt tokens this process sent and has no answer to yet (prefill)
 	remote           atomic.Int64 // the same of the other data planes, as they last published it (pending_sync.go)
 }
@@ -34,6 +36,7 @@ type live struct {
 func (l *live) observeStatusLocked(st *schemas.EngineStatus) {
 	l.waiting.Store(int64(st.Waiting))
 	l.running.Store(int64(st.Running))
+	l.ownAtStatus.Store(l.own.Load())
 	l.sent.Store(0)
 	l.ended.Store(0)
 	l.gen.Add(1)
@@ -51,21 +54,20 @@ func (l *live) refreshLocked(statusAt, now time.Time, ttl time.Duration) {
 // quick second request to a one-engine model until the next status); ok
 // is false when no fresh status says.
 func (l *live) queue() (float64, bool) {
-	q, ok := l.waitingSent()
-	if !ok {
-		return 0, false
-	}
-	return q - float64(l.ended.Load()), true
-}
-
-// waitingSent is waiting by the last status plus every request sent since,
-// ended or not, for the load the candidates are compared on (routing.Move:
-// a guard against herding between statuses); ok as for queue.
-func (l *live) waitingSent() (float64, bool) {
 	if !l.fresh.Load() {
 		return 0, false
 	}
-	return float64(l.waiting.Load() + l.sent.Load()), true
+	return float64(l.waiting.Load() + l.sent.Load() - l.ended.Load()), true
+}
+
+// busy is the requests at the engine for the load the candidates are
+// compared on (routing.Busy): the other data planes' by the last status,
+// and this process's own in flight now; ok as for queue.
+func (l *live) busy() (float64, bool) {
+	if !l.fresh.Load() {
+		return 0, false
+	}
+	return routing.Busy(float64(l.waiting.Load()), float64(l.running.Load()), float64(l.ownAtStatus.Load()), float64(l.own.Load())), true
 }
 
 // held is the number of requests at the engine as this process knows
@@ -107,19 +109,19 @@ func (s *slot) admits(ongoing bool) bool {
 }
 
 // load is slot s's load for the choice among candidates (routing.
-// SecondChoice): its queue and batch, plus the prefill pending there in
-// requests of meanPrompt tokens, over its queue limit (proportional to
-// capacity); +Inf when unknown, so that an engine with a known load is
-// preferred. The pending prefill is this process's, and with shared also
+// SecondChoice): its queue and batch (live.busy: the other data planes'
+// requests by its last status, this process's own as they are now), plus
+// the prefill pending there in requests of meanPrompt tokens, over its
+// queue limit (proportional to capacity); +Inf when unknown, so that an
+// engine with a known load is preferred. The pending prefill is this process's, and with shared also
 // the other data planes' (live.remote): the picker shares it while its
 // cluster sheds nothing (README.md, "Pending prefill"). The backtester's
 // tablePicker.load is the same.
 func (s *slot) load(meanPrompt float64, shared bool) float64 {
-	q, ok := s.eng.live.waitingSent()
+	q, ok := s.eng.live.busy()
 	if !ok || !(s.limit > 0) {
 		return math.Inf(1)
 	}
-	q += float64(s.eng.live.running.Load())
 	if meanPrompt > 0 {
 		q += float64(s.eng.live.pendingTokens(shared)) / meanPrompt
 	}

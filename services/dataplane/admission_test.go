@@ -102,8 +102,8 @@ func TestLocalAdmission(t *testing.T) {
 
 // A request sent since the last status and ended since leaves what the
 // engine holds for routing.Move (a conversation's next turn does not
-// leave its cache to get away from its own finished turn) and the queue
-// local admission reads, but stays in the load until the next status; a
+// leave its cache to get away from its own finished turn), the queue
+// local admission reads and the load the candidates are compared on; a
 // status resets them, and an attempt that ends after a newer status is
 // not taken off that status's count.
 func TestLiveHeld(t *testing.T) {
@@ -113,23 +113,60 @@ func TestLiveHeld(t *testing.T) {
 	var p prefill
 	p.start(&cluster{}, &e, 400)
 	l.sent.Add(1) // send
+	l.own.Add(1)
 	if got := l.held(); got != 1 {
 		t.Fatalf("held while in flight = %v, want 1", got)
 	}
+	if got, _ := l.busy(); got != 1 {
+		t.Fatalf("busy while in flight = %v, want 1", got)
+	}
 	p.end()
 	p.end() // a second end does nothing
+	l.own.Add(-1)
 	q, _ := l.queue()
-	ws, _ := l.waitingSent()
-	if l.held() != 0 || q != 0 || ws != 1 || l.pending.Load() != 0 {
-		t.Fatalf("after its end: held %v (want 0), queue %v (want 0), load's count %v (want 1 until the next status), pending %d",
-			l.held(), q, ws, l.pending.Load())
+	b, _ := l.busy()
+	if l.held() != 0 || q != 0 || b != 0 || l.pending.Load() != 0 {
+		t.Fatalf("after its end: held %v, queue %v, busy %v, pending %d; want all 0",
+			l.held(), q, b, l.pending.Load())
 	}
 	p.start(&cluster{}, &e, 400)
 	l.sent.Add(1)
+	l.own.Add(1)
 	l.observeStatusLocked(&schemas.EngineStatus{Running: 1}) // the status counts it running
 	p.end()
 	if got := l.held(); got != 1 {
 		t.Fatalf("ended after a newer status: held %v, want the status's 1", got)
+	}
+}
+
+// TestLiveBusy: the load's request count (live.busy, routing.Busy) is
+// the other data planes' requests by the last status plus this process's
+// own as they are now. Its own requests that end leave it at once (they
+// stayed until the next status when every request sent since counted on
+// top of the status), its own that the status counted are not counted
+// twice, and the others' stay as the status said until the next one.
+func TestLiveBusy(t *testing.T) {
+	var e engine
+	l := &e.live
+	if _, ok := l.busy(); ok {
+		t.Fatal("busy known before any status")
+	}
+	l.own.Add(2) // two of its own in flight
+	l.observeStatusLocked(&schemas.EngineStatus{Waiting: 1, Running: 4})
+	if got, _ := l.busy(); got != 5 {
+		t.Fatalf("busy = %v, want the status's 5 (3 of others, its own 2 counted once)", got)
+	}
+	l.own.Add(-2) // both end
+	if got, _ := l.busy(); got != 3 {
+		t.Fatalf("busy after its own ended = %v, want the others' 3", got)
+	}
+	l.own.Add(1) // a new one
+	if got, _ := l.busy(); got != 4 {
+		t.Fatalf("busy after a new send = %v, want 4", got)
+	}
+	l.observeStatusLocked(&schemas.EngineStatus{Running: 0}) // the status has not seen it yet
+	if got, _ := l.busy(); got != 1 {
+		t.Fatalf("busy when a status missed its own request = %v, want 1 (never below its own)", got)
 	}
 }
 

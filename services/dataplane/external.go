@@ -134,6 +134,7 @@ func (pk *ExternalPick) add(idx int) {
 func (pk *ExternalPick) hold(s *slot) {
 	pk.c.inflight.Add(1)
 	s.cell.inflight.Add(1)
+	s.eng.live.own.Add(1)
 	pk.holder = s
 }
 
@@ -150,6 +151,7 @@ func (d *DataPlane) FinishExternal(pk *ExternalPick, served string, status int, 
 	}
 	defer func() {
 		pk.holder.cell.inflight.Add(-1)
+		pk.holder.eng.live.own.Add(-1)
 		pk.c.inflight.Add(-1)
 	}()
 	if status == 0 {

@@ -51,8 +51,17 @@ func TestBoundedLoadSpillHTTP(t *testing.T) {
 	if got := cellA.inflight.Load(); got != 2 {
 		t.Fatalf("eng-a holds %d requests, want its bound of 2", got)
 	}
+	d.mu.Lock()
+	engA, engB := d.reg.byName["eng-a"], d.reg.byName["eng-b"]
+	d.mu.Unlock()
+	if a, b := engA.live.own.Load(), engB.live.own.Load(); a != 2 || b != 0 {
+		t.Fatalf("own requests in flight: eng-a %d, eng-b %d; want 2 and 0 (routing.Busy counts them live)", a, b)
+	}
 	unblock()
 	wg.Wait()
+	if a, b := engA.live.own.Load(), engB.live.own.Load(); a != 0 || b != 0 {
+		t.Fatalf("own requests in flight after all ended: eng-a %d, eng-b %d; want 0", a, b)
+	}
 	a := 0
 	for _, e := range served {
 		if e == "eng-a" {

@@ -355,7 +355,17 @@ func checkPick(t *testing.T, d *DataPlane, c *cluster, fleet *schemas.Fleet, mod
 	if rerr != nil {
 		return
 	}
-	defer d.FinishExternal(pk, "", 0, 0)
+	held := pk.holder.eng
+	if got := held.live.own.Load(); got < 1 {
+		t.Fatalf("endpoint picker: the pick's engine %s counts %d own requests in flight, want at least 1", held.name, got)
+	}
+	defer func() {
+		before := held.live.own.Load()
+		d.FinishExternal(pk, "", 0, 0)
+		if got := held.live.own.Load(); got != before-1 {
+			t.Fatalf("endpoint picker: own requests at %s %d after the finish, want %d", held.name, got, before-1)
+		}
+	}()
 	for _, e := range pk.Engines {
 		if !servesRequest(fleet, e, want, tokens) {
 			t.Fatalf("endpoint picker: %q with %d tokens routed to %s (pick and fallbacks %v)", model, tokens, e, pk.Engines)

@@ -211,6 +211,7 @@ func (d *DataPlane) forward(w http.ResponseWriter, r *http.Request, c *cluster, 
 		s := &p.slots[ch.idx]
 		c.inflight.Add(1)
 		s.cell.inflight.Add(1)
+		s.eng.live.own.Add(1)
 		in.pending.start(c, s.eng, in.size)
 		resp, err := d.send(in, r, s, attempt)
 		next, retry := d.nextAttempt(c, p, in, ch, &tr, resp, err, attempt, ongoing)
@@ -222,6 +223,7 @@ func (d *DataPlane) forward(w http.ResponseWriter, r *http.Request, c *cluster, 
 				attribute.String("ilb.next_engine", p.slots[next.idx].eng.name)))
 		}
 		in.pending.end()
+		s.eng.live.own.Add(-1)
 		s.cell.inflight.Add(-1)
 		c.inflight.Add(-1)
 		if !retry {

@@ -229,3 +229,20 @@ func TestOverflow(t *testing.T) {
 		t.Errorf("no engine outside the table: %d, want -1", got)
 	}
 }
+
+// TestBusy: the other data planes' requests by the last status (never
+// below 0) plus this data plane's own now.
+func TestBusy(t *testing.T) {
+	for _, c := range []struct{ waiting, running, ownAt, own, want float64 }{
+		{0, 0, 0, 0, 0},
+		{2, 3, 0, 0, 5}, // others only
+		{2, 3, 5, 5, 5}, // all its own, counted once
+		{2, 3, 5, 0, 0}, // all its own, all ended since
+		{2, 3, 1, 4, 8}, // 4 of others, 4 of its own now
+		{0, 1, 3, 2, 2}, // the status missed two of its own in flight: never below its own
+	} {
+		if got := Busy(c.waiting, c.running, c.ownAt, c.own); got != c.want {
+			t.Errorf("Busy(%v, %v, %v, %v) = %v, want %v", c.waiting, c.running, c.ownAt, c.own, got, c.want)
+		}
+	}
+}
