@@ -109,13 +109,28 @@ const SmoothShedFloor = 0.003
 // whether the row may still send to an engine (it is in the new problem,
 // eligible, with capacity): the rest lose their weight at once. Each part
 // moves a fraction 1 − exp(−dt/τ) of the way to the new solution
-// (SmoothConfig). It returns the new solution as it is when either sheds
-// everything, when there is no published routing, when nothing usable is
-// left of it, and when neither sheds and its calm time constant is 0.
+// (SmoothConfig). A solution that sheds the whole row (or serves it
+// nowhere) moves the shed fraction toward 1 at the Shed pace over the
+// published split (the usable part of it). It returns the new solution as
+// it is when the published routing sheds everything, when there is none,
+// when nothing usable is left of it, and when neither sheds and its calm
+// time constant is 0.
+//
+// Until the fourteenth session a solution that shed the whole row was
+// published as it was: one solve whose capacity estimates dipped (the
+// overload fleet's modelled capacity 4.7, 2.6, 3.5 rps over three solves
+// of 5 s) refused all of a cluster's requests for that solve, where it
+// had refused a tenth, and moved its weights by 0.89 twice; on the
+// overload fleet that one publish was most of the runs whose weight
+// churn rose above pid's (services/backtest README, "Shedding a whole
+// row").
 func Smooth(cfg SmoothConfig, prev map[string]float64, prevShed float64, next map[string]float64, nextShed float64,
 	usable func(engine string) bool, dt time.Duration, reuse float64) (map[string]float64, float64) {
-	if len(prev) == 0 || prevShed >= 1 || nextShed >= 1 || len(next) == 0 {
+	if len(prev) == 0 || prevShed >= 1 {
 		return next, nextShed
+	}
+	if nextShed >= 1 || len(next) == 0 {
+		return shedAll(cfg, prev, prevShed, next, nextShed, usable, dt)
 	}
 	aw, as := smoothStep(dt, cfg.Weights), smoothStep(dt, cfg.Shed)
 	calm := !(prevShed >= MinShed) && !(nextShed >= MinShed)
@@ -148,6 +163,32 @@ func Smooth(cfg SmoothConfig, prev map[string]float64, prevShed float64, next ma
 	// normalised to 1 over its engines, moved aw of the way; then
 	// normalised as Normalize does, in name order.
 	return normalizeSplit(mergeSplit(names[:n], prev, 1-aw, kept, sortedKeys(next), next, aw, 1-nextShed), shed)
+}
+
+// shedAll is Smooth of a solution (next, nextShed) that serves the row
+// nowhere: the shed fraction moves from prevShed toward 1 at the Shed
+// pace and the rest is served as the published split prev (its usable
+// engines, normalised as Normalize does); the solution as it is when the
+// pace is 0 or nothing usable is left of prev.
+func shedAll(cfg SmoothConfig, prev map[string]float64, prevShed float64, next map[string]float64, nextShed float64,
+	usable func(engine string) bool, dt time.Duration) (map[string]float64, float64) {
+	as := smoothStep(dt, cfg.Shed)
+	if as == 1 {
+		return next, nextShed
+	}
+	names, kept := sortedKeys(prev), 0.0
+	n := 0
+	for _, e := range names {
+		if usable(e) {
+			names[n] = e
+			n++
+			kept += prev[e]
+		}
+	}
+	if kept <= 0 {
+		return next, nextShed
+	}
+	return normalizeSplit(mergeSplit(names[:n], prev, 1, kept, nil, nil, 0, 1), prevShed+as*(1-prevShed))
 }
 
 // weighted is one engine's weight.

@@ -12,8 +12,28 @@ import (
 // name order (a map summed in sortedKeys order, then Normalize).
 func smoothReference(cfg SmoothConfig, prev map[string]float64, prevShed float64, next map[string]float64, nextShed float64,
 	usable func(engine string) bool, dt time.Duration, reuse float64) (map[string]float64, float64) {
-	if len(prev) == 0 || prevShed >= 1 || nextShed >= 1 || len(next) == 0 {
+	if len(prev) == 0 || prevShed >= 1 {
 		return next, nextShed
+	}
+	if nextShed >= 1 || len(next) == 0 {
+		// The published split, the shed fraction moving toward 1.
+		as := smoothStep(dt, cfg.Shed)
+		kept := 0.0
+		for _, e := range sortedKeys(prev) {
+			if usable(e) {
+				kept += prev[e]
+			}
+		}
+		if as == 1 || kept <= 0 {
+			return next, nextShed
+		}
+		out := map[string]float64{}
+		for _, e := range sortedKeys(prev) {
+			if usable(e) {
+				out[e] = prev[e] / kept
+			}
+		}
+		return Normalize(out, prevShed+as*(1-prevShed))
 	}
 	aw, as := smoothStep(dt, cfg.Weights), smoothStep(dt, cfg.Shed)
 	calm := !(prevShed >= MinShed) && !(nextShed >= MinShed)
@@ -69,10 +89,13 @@ func TestSmoothIsReference(t *testing.T) {
 		}
 		return w
 	}
-	sheds := []float64{0, 0, MinShed / 2, 0.002, 0.05, 0.3}
+	sheds := []float64{0, 0, MinShed / 2, 0.002, 0.05, 0.3, 1}
 	for i := range 2000 {
 		prev, next := split(1+rng.IntN(12)), split(1+rng.IntN(12))
 		prevShed, nextShed := sheds[rng.IntN(len(sheds))], sheds[rng.IntN(len(sheds))]
+		if nextShed == 1 && rng.IntN(2) == 0 {
+			next = map[string]float64{} // a solution that serves the row nowhere
+		}
 		bad := rng.IntN(20)
 		usable := func(e string) bool { return e != fmt.Sprintf("e%02d", bad) }
 		dt, reuse := time.Duration(1+rng.IntN(60))*time.Second, []float64{0, 0.05, 0.2}[i%3]

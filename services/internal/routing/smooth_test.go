@@ -41,12 +41,42 @@ func TestSmoothMovesAtItsPace(t *testing.T) {
 	}
 }
 
+// TestSmoothShedsAllAtItsPace: a solution that sheds a whole row moves
+// the published shed fraction toward 1 at the Shed pace, serving the
+// rest as the published split (its usable engines); with a Shed pace of
+// 0, or nothing usable left, it is published as it is.
+func TestSmoothShedsAllAtItsPace(t *testing.T) {
+	cfg := DefaultSmoothConfig()
+	prev := map[string]float64{"a": 0.6, "b": 0.3} // shed 0.1
+	for _, next := range []map[string]float64{{}, nil} {
+		w, shed := Smooth(cfg, prev, 0.1, next, 1, all, 5*time.Second, 0)
+		as := 1 - math.Exp(-5.0/100)
+		if want := 0.1 + as*0.9; math.Abs(shed-want) > 1e-12 {
+			t.Fatalf("shed %v after 5 s toward shedding all, want %v (the Shed pace), not 1", shed, want)
+		}
+		if math.Abs(w["a"]-2*w["b"]) > 1e-12 || math.Abs(w["a"]+w["b"]-(1-shed)) > 1e-12 || len(w) != 2 {
+			t.Fatalf("weights %v: want the published split 2:1 summing to 1 − shed = %v", w, 1-shed)
+		}
+	}
+	onlyB := func(e string) bool { return e == "b" }
+	if w, shed := Smooth(cfg, prev, 0.1, map[string]float64{}, 1, onlyB, 5*time.Second, 0); len(w) != 1 || math.Abs(w["b"]-(1-shed)) > 1e-12 {
+		t.Fatalf("a unusable: %v shed %v, want all served on b", w, shed)
+	}
+	none := func(string) bool { return false }
+	if w, shed := Smooth(cfg, prev, 0.1, map[string]float64{}, 1, none, 5*time.Second, 0); len(w) != 0 || shed != 1 {
+		t.Fatalf("nothing usable: %v shed %v, want the solution (nothing served, shed 1)", w, shed)
+	}
+	if w, shed := Smooth(SmoothConfig{}, prev, 0.1, map[string]float64{}, 1, all, 5*time.Second, 0); len(w) != 0 || shed != 1 {
+		t.Fatalf("Shed pace 0: %v shed %v, want the solution", w, shed)
+	}
+}
+
 // TestSmoothLeavesRoomAlone: a row that sheds nothing before or after
 // publishes the solution as it is (the same map) when its calm time
 // constants are 0 (SmoothConfig.CalmAsSolved, what a caller whose
 // smoothed routing overloads an engine publishes), whatever the reuse; so
-// do zero time constants, a missing published routing, and a solution or
-// a published routing that sheds everything.
+// do zero time constants, a missing published routing, and a published
+// routing that sheds everything.
 func TestSmoothLeavesRoomAlone(t *testing.T) {
 	cfg := DefaultSmoothConfig()
 	calm := cfg.CalmAsSolved()
@@ -64,7 +94,6 @@ func TestSmoothLeavesRoomAlone(t *testing.T) {
 		{"zero time constants", SmoothConfig{}, prev, 0.3, 0.1, map[string]float64{"a": 0.9}},
 		{"nothing published", cfg, nil, 0, 0.2, map[string]float64{"a": 0.8}},
 		{"published sheds all", cfg, map[string]float64{}, 1, 0.2, map[string]float64{"a": 0.8}},
-		{"solution sheds all", cfg, prev, 0.1, 1, map[string]float64{}},
 	} {
 		for _, reuse := range []float64{0, 0.3} {
 			w, shed := Smooth(c.cfg, c.prev, c.prevShed, c.next, c.nxShed, all, 5*time.Second, reuse)
