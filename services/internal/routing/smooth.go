@@ -140,15 +140,7 @@ func Smooth(cfg SmoothConfig, prev map[string]float64, prevShed float64, next ma
 	if aw == 1 && as == 1 {
 		return next, nextShed
 	}
-	names, kept := sortedKeys(prev), 0.0
-	n := 0 // names[:n]: the usable ones, asked once each
-	for _, e := range names {
-		if usable(e) {
-			names[n] = e
-			n++
-			kept += prev[e]
-		}
-	}
+	names, kept := usableNames(prev, usable)
 	if kept <= 0 {
 		return next, nextShed
 	}
@@ -162,7 +154,7 @@ func Smooth(cfg SmoothConfig, prev map[string]float64, prevShed float64, next ma
 	// The split of the served traffic: previous and new weights, each
 	// normalised to 1 over its engines, moved aw of the way; then
 	// normalised as Normalize does, in name order.
-	return normalizeSplit(mergeSplit(names[:n], prev, 1-aw, kept, sortedKeys(next), next, aw, 1-nextShed), shed)
+	return normalizeSplit(mergeSplit(names, prev, 1-aw, kept, sortedKeys(next), next, aw, 1-nextShed), shed)
 }
 
 // shedAll is Smooth of a solution (next, nextShed) that serves the row
@@ -176,6 +168,17 @@ func shedAll(cfg SmoothConfig, prev map[string]float64, prevShed float64, next m
 	if as == 1 {
 		return next, nextShed
 	}
+	names, kept := usableNames(prev, usable)
+	if kept <= 0 {
+		return next, nextShed
+	}
+	return normalizeSplit(mergeSplit(names, prev, 1, kept, nil, nil, 0, 1), prevShed+as*(1-prevShed))
+}
+
+// usableNames is the engines of the published split prev that the row
+// may still send to, in name order (usable asked once each), and the
+// weight they carry, summed in that order.
+func usableNames(prev map[string]float64, usable func(engine string) bool) ([]string, float64) {
 	names, kept := sortedKeys(prev), 0.0
 	n := 0
 	for _, e := range names {
@@ -185,10 +188,7 @@ func shedAll(cfg SmoothConfig, prev map[string]float64, prevShed float64, next m
 			kept += prev[e]
 		}
 	}
-	if kept <= 0 {
-		return next, nextShed
-	}
-	return normalizeSplit(mergeSplit(names[:n], prev, 1, kept, nil, nil, 0, 1), prevShed+as*(1-prevShed))
+	return names[:n], kept
 }
 
 // weighted is one engine's weight.
