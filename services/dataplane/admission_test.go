@@ -3,6 +3,7 @@ package dataplane
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -324,4 +325,45 @@ func TestOverflowOutsideTheTable(t *testing.T) {
 			t.Fatalf("new conversation %d went to %s, not under half the table engine's load", i, got)
 		}
 	}
+}
+
+// TestRoutingShowsLoad: GET /v1/routing shows, per engine, what the
+// choice among candidates compares: the requests there (the other data
+// planes' by the last status, this process's own now) and the load over
+// the queue limit; neither while no status has come.
+func TestRoutingShowsLoad(t *testing.T) {
+	d := newDP(t, testConfig("fe-a"), Deps{})
+	s := snap("fe-a", 1, map[string]float64{"eng-a": 0.5, "eng-b": 0.5})
+	s.QueueLimits = map[string]float64{"eng-a": 10, "eng-b": 10}
+	mustSet(t, d, s)
+	liveOf(d, "eng-a").own.Store(2) // two of its own in flight when the status comes
+	d.ObserveStatus(schemas.EngineStatus{Engine: "eng-a", TimeUnixNano: 1, Health: schemas.HealthHealthy,
+		ReadyReplicas: 1, TotalReplicas: 1, Waiting: 1, Running: 3})
+	liveOf(d, "eng-a").own.Store(3) // one more sent since
+	info := decodeJSON[routingInfo](t, getPath(d.Handler(), "/v1/routing?cluster=fe-a"))
+	seen := 0
+	for _, e := range info.Engines {
+		switch e.Name {
+		case "eng-a":
+			seen++
+			if e.Requests == nil || *e.Requests != 5 || e.Load == nil || math.Abs(*e.Load-0.5) > 1e-12 {
+				t.Errorf("eng-a: requests %v, load %v; want 5 (2 of others by the status, 3 of its own now) and 5/10", deref(e.Requests), deref(e.Load))
+			}
+		case "eng-b":
+			seen++
+			if e.Requests != nil || e.Load != nil {
+				t.Errorf("eng-b without a status: requests %v, load %v; want neither", deref(e.Requests), deref(e.Load))
+			}
+		}
+	}
+	if seen != 2 {
+		t.Fatalf("/v1/routing listed %d of the two engines: %+v", seen, info.Engines)
+	}
+}
+
+func deref(v *float64) any {
+	if v == nil {
+		return nil
+	}
+	return *v
 }

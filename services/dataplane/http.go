@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/ilb-router/ilb/services/internal/routing"
 	"github.com/ilb-router/ilb/solver/sched"
 )
 
@@ -114,6 +116,13 @@ type engineInfo struct {
 	PrefillLimit  float64 `json:"prefill_limit"`
 	PendingTokens int64   `json:"pending_prompt_tokens"`
 	RemoteTokens  int64   `json:"others_pending_prompt_tokens"`
+	// What the choice among candidates compares (routing.Busy,
+	// slot.load): the requests at the engine (the other data planes' by
+	// its last status, this process's own as they are now) and its load
+	// (those plus the prefill pending there, over its queue limit);
+	// absent while no fresh status says, or without a queue limit.
+	Requests *float64 `json:"requests,omitempty"`
+	Load     *float64 `json:"load,omitempty"`
 }
 
 func (d *DataPlane) serveRouting(w http.ResponseWriter, r *http.Request) {
@@ -175,6 +184,7 @@ func (d *DataPlane) routingInfo(c *cluster, now time.Time) routingInfo {
 	}
 	info.TableSlots = p.table.Slots()
 	shares := p.table.Weights()
+	mean, shared := c.meanPrompt(), !(p.shed >= routing.MinShed)
 	for i := range p.slots {
 		s := &p.slots[i]
 		share := 0.0 // an overflow slot's: outside the table
@@ -185,6 +195,13 @@ func (d *DataPlane) routingInfo(c *cluster, now time.Time) routingInfo {
 			Share: share, LoadShare: s.share, Penalised: s.penalty != 0,
 			InFlight: s.cell.inflight.Load(), Picks: s.cell.picks.Load(), QueueLimit: s.limit, PrefillLimit: s.prefill,
 			PendingTokens: s.eng.live.pending.Load(), RemoteTokens: s.eng.live.remote.Load()})
+		e := &info.Engines[len(info.Engines)-1]
+		if b, ok := s.eng.live.busy(); ok {
+			e.Requests = &b
+		}
+		if l := s.load(mean, shared); !math.IsInf(l, 0) {
+			e.Load = &l
+		}
 	}
 	return info
 }
