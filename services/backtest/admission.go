@@ -171,10 +171,10 @@ func (p *tablePicker) load(i int) float64 { return p.loadEngine(int(p.toEngine[p
 
 // loadEngine is the data plane's slot.load: the engine's queue and batch
 // as cluster p.c's data plane sees them (routing.Busy: the other
-// clusters' requests by the last status, its own as they are now), plus the prefill pending there
-// (its own, and while the cluster sheds nothing the other data planes'
-// as shared, pendingView) in requests of its mean prompt, over the
-// engine's queue limit.
+// clusters' requests by the last status, its own as they are now), plus
+// the prefill pending there (its own, and while the cluster sheds nothing
+// the other data planes' as shared, pendingView) in requests of its mean
+// prompt, over the engine's queue limit.
 func (p *tablePicker) loadEngine(e int) float64 {
 	if !(p.limits[e] > 0) {
 		return math.Inf(1)

@@ -133,7 +133,10 @@ func SecondChoice(t *sched.Table, h uint64, chosen int, closed func(i int) bool,
 // looked as busy as it had been. Measured on the backtester's 34
 // scenarios (services/backtest README, "Own requests live"), SLO
 // attainment +11.2 and +10.8 points summed over seeds 1-8 and 9-16, 18
-// up in both; the TBOT-bound code fleet u9 +0.4 and +0.5.
+// up in both, most of it two code fleets changing regime (+6.3 and +4.9
+// without them; the TBOT-bound code fleet u9 +0.4 and +0.5); on the
+// eight fleets not tuned on −1.7 and −1.3, of which −1.4 and −1.7 the
+// regime of one code fleet, u27.
 func Busy(waiting, running, ownAtStatus, ownNow float64) float64 {
 	return max(0, waiting+running-ownAtStatus) + ownNow
 }
