@@ -113,10 +113,10 @@ func (s *slot) admits(ongoing bool) bool {
 // requests by its last status, this process's own as they are now), plus
 // the prefill pending there in requests of meanPrompt tokens, over its
 // queue limit (proportional to capacity); +Inf when unknown, so that an
-// engine with a known load is preferred. The pending prefill is this process's, and with shared also
-// the other data planes' (live.remote): the picker shares it while its
-// cluster sheds nothing (README.md, "Pending prefill"). The backtester's
-// tablePicker.load is the same.
+// engine with a known load is preferred. The pending prefill is this
+// process's, and with shared also the other data planes' (live.remote):
+// the picker shares it while its cluster sheds nothing (README.md,
+// "Pending prefill"). The backtester's tablePicker.load is the same.
 func (s *slot) load(meanPrompt float64, shared bool) float64 {
 	q, ok := s.eng.live.busy()
 	if !ok || !(s.limit > 0) {
