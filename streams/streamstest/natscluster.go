@@ -2,11 +2,13 @@ package streamstest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -37,13 +39,48 @@ func NewNATSCluster(t testing.TB, n int) *NATSCluster {
 	if n < 2 {
 		t.Fatalf("streamstest: a NATS cluster of %d nodes; want 2 or more", n)
 	}
-	routePorts := freePorts(t, n)
+	c := &NATSCluster{t: t}
+	t.Cleanup(func() {
+		for i := range c.srv {
+			c.Stop(i)
+		}
+	})
+	for attempt := 1; ; attempt++ {
+		err := c.startAll(n)
+		if err == nil {
+			break
+		}
+		for i := range c.srv {
+			c.Stop(i)
+		}
+		if !addrInUse(err) || attempt == startAttempts {
+			t.Fatalf("streamstest: %v", err)
+		}
+		t.Logf("streamstest: %v; starting the cluster again on other ports (attempt %d of %d)", err, attempt+1, startAttempts)
+	}
+	c.WaitReady(30 * time.Second)
+	return c
+}
+
+// startAttempts is how many times NewNATSCluster starts its nodes on
+// fresh ports when a route port it picked was taken before a node could
+// bind it: the ports are free when picked and bound a moment later, and
+// other tests (go test runs packages in parallel) open ports in between.
+const startAttempts = 5
+
+// pickPorts picks the nodes' route ports (freePorts; tests replace it).
+var pickPorts = freePorts
+
+// startAll starts n nodes on route ports from pickPorts, each with a new
+// store directory; the first node that fails ends it with its error.
+func (c *NATSCluster) startAll(n int) error {
+	routePorts := pickPorts(c.t, n)
 	var routes []string
 	for _, p := range routePorts {
 		routes = append(routes, "nats://127.0.0.1:"+strconv.Itoa(p))
 	}
-	dir := t.TempDir()
-	c := &NATSCluster{t: t, srv: make([]*natsserver.Server, n), urls: make([]string, n)}
+	dir := c.t.TempDir()
+	c.srv, c.urls, c.nodes = make([]*natsserver.Server, n), make([]string, n), nil
 	for i := range n {
 		name := fmt.Sprintf("node-%d", i)
 		c.nodes = append(c.nodes, embedded.NATSNode{Name: name, Listen: "127.0.0.1:0", ClusterName: "ilb-test",
@@ -51,18 +88,22 @@ func NewNATSCluster(t testing.TB, n int) *NATSCluster {
 			StoreDir: filepath.Join(dir, name), SyncAlways: true, StartTimeout: 10 * time.Second,
 			RoutePing: embedded.DefaultRoutePing})
 	}
-	t.Cleanup(func() {
-		for i := range c.srv {
-			c.Stop(i)
-		}
-	})
 	for i := range n {
-		c.start(i)
-		c.urls[i] = "nats://" + c.srv[i].Addr().String()
-		c.nodes[i].Listen = c.srv[i].Addr().String()
+		s, err := embedded.StartNATSNode(c.nodes[i])
+		if err != nil {
+			return fmt.Errorf("start nats %s: %w", c.nodes[i].Name, err)
+		}
+		c.srv[i] = s
+		c.urls[i] = "nats://" + s.Addr().String()
+		c.nodes[i].Listen = s.Addr().String()
 	}
-	c.WaitReady(30 * time.Second)
-	return c
+	return nil
+}
+
+// addrInUse reports whether err is a listener's "address already in use"
+// (the embedded server's errors carry it as text).
+func addrInUse(err error) bool {
+	return errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")
 }
 
 // freePorts returns n distinct ports of 127.0.0.1 that were free a

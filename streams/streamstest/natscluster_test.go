@@ -2,6 +2,7 @@ package streamstest_test
 
 import (
 	"context"
+	"net"
 	"testing"
 	"time"
 
@@ -63,5 +64,43 @@ func TestNATSClusterSurvivesLeaderStop(t *testing.T) {
 	e, err := kv.Get(ctx, "k")
 	if err != nil || string(e.Value()) != "v2" || e.Revision() != rev {
 		t.Fatalf("after the restart: %v, %v; want v2 at revision %d", e, err, rev)
+	}
+}
+
+// TestNATSClusterRetriesTakenPorts: when a route port picked for a node
+// is taken before the node binds it (another test opened it in between),
+// the cluster starts again on other ports instead of failing the test.
+func TestNATSClusterRetriesTakenPorts(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	taken := held.Addr().(*net.TCPAddr).Port
+	calls := 0
+	streamstest.SetPickPorts(t, func(t testing.TB, n int) []int {
+		calls++
+		ports := streamstest.FreePorts(t, n)
+		if calls == 1 {
+			ports[1] = taken // node-1's port is taken when it starts
+		}
+		return ports
+	})
+	c := streamstest.NewNATSCluster(t, 3)
+	if calls != 2 {
+		t.Fatalf("ports picked %d times, want 2 (the first set had a taken port)", calls)
+	}
+	nc, err := nats.Connect(c.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	kv, err := js.CreateKeyValue(ctxTimeout(t), jetstream.KeyValueConfig{Bucket: "w", Replicas: 3})
+	if err != nil {
+		t.Fatalf("an R3 bucket on the restarted cluster: %v", err)
+	}
+	if _, err := kv.Put(ctxTimeout(t), "k", []byte("v")); err != nil {
+		t.Fatal(err)
 	}
 }
