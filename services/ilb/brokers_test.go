@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -64,6 +65,16 @@ type brokersProc struct {
 
 func startBrokers(t *testing.T, args ...string) *brokersProc {
 	t.Helper()
+	p, err := tryStartBrokers(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// tryStartBrokers is startBrokers returning why it did not start.
+func tryStartBrokers(t *testing.T, args ...string) (*brokersProc, error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &brokersProc{cancel: cancel, out: &syncBuffer{}, code: make(chan int, 1)}
 	errb := &syncBuffer{}
@@ -72,16 +83,37 @@ func startBrokers(t *testing.T, args ...string) *brokersProc {
 	for !strings.Contains(p.out.String(), "ready;") {
 		select {
 		case c := <-p.code:
-			t.Fatalf("ilb brokers exited %d before ready; stderr:\n%s", c, errb.String())
+			cancel()
+			return nil, fmt.Errorf("ilb brokers exited %d before ready; stderr:\n%s", c, errb.String())
 		default:
 		}
 		if time.Now().After(deadline) {
 			cancel()
-			t.Fatalf("ilb brokers not ready after 15s; stdout:\n%s", p.out.String())
+			return nil, fmt.Errorf("ilb brokers not ready after 15s; stdout:\n%s", p.out.String())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return p
+	return p, nil
+}
+
+// startBrokersOnFreePorts starts `ilb brokers` with Kafka and NATS on
+// ports that were free a moment ago, plus args; when one was taken in
+// between (go test runs other packages beside this one), it starts again
+// on other ports, up to five times. It returns the brokers and their
+// Kafka and NATS addresses.
+func startBrokersOnFreePorts(t *testing.T, args ...string) (p *brokersProc, kafkaAddr, natsAddr string) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		kafkaAddr, natsAddr = freePort(t), freePort(t)
+		p, err := tryStartBrokers(t, append([]string{"--kafka-listen", kafkaAddr, "--nats-listen", natsAddr}, args...)...)
+		if err == nil {
+			return p, kafkaAddr, natsAddr
+		}
+		if !portInUse(err) || attempt == 5 {
+			t.Fatal(err)
+		}
+		t.Logf("%v\nstarting again on other ports (attempt %d of 5)", err, attempt+1)
+	}
 }
 
 // stop interrupts the command as SIGINT would and returns its exit code.
@@ -99,8 +131,7 @@ func (p *brokersProc) stop(t *testing.T) int {
 
 func TestBrokersServeAndStopCleanly(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	kafkaAddr, natsAddr := freePort(t), freePort(t)
-	p := startBrokers(t, "--kafka-listen", kafkaAddr, "--nats-listen", natsAddr)
+	p, kafkaAddr, natsAddr := startBrokersOnFreePorts(t)
 	out := p.out.String()
 	for _, want := range []string{
 		"kafka: " + kafkaAddr + "\n",
@@ -200,5 +231,30 @@ func TestBrokersPortInUseExits1(t *testing.T) {
 	code, _, errs := run(t, "brokers", "--kafka-listen", ln.Addr().String(), "--nats-listen", "")
 	if code != 1 || !strings.Contains(errs, "kafka listen") {
 		t.Fatalf("port in use: exit %d, stderr %q", code, errs)
+	}
+}
+
+// portInUse reports whether ilb brokers failed to start because a port
+// it was given is taken (listenError's advice, or the listener's own
+// error).
+func portInUse(err error) bool {
+	return strings.Contains(err.Error(), "is in use (") || strings.Contains(err.Error(), "address already in use")
+}
+
+// TestBrokersTakenPortReported: a port taken before ilb brokers binds it
+// is reported as in use, which startBrokersOnFreePorts starts again on.
+func TestBrokersTakenPortReported(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	_, err = tryStartBrokers(t, "--kafka-listen", freePort(t), "--nats-listen", held.Addr().String())
+	if err == nil || !portInUse(err) {
+		t.Fatalf("brokers on a taken NATS port: %v, want an in-use error", err)
+	}
+	_, err = tryStartBrokers(t, "--kafka-listen", held.Addr().String(), "--nats-listen", freePort(t))
+	if err == nil || !portInUse(err) {
+		t.Fatalf("brokers on a taken Kafka port: %v, want an in-use error", err)
 	}
 }

@@ -99,8 +99,7 @@ func TestReplayedDevSignalsGiveTheLiveWeights(t *testing.T) {
 // there are at least n.
 func replayThroughServices(t *testing.T, rec, fleet string, window time.Duration, speed string, n int, cutoff time.Time) []snapshotKey {
 	t.Helper()
-	kafkaAddr, natsAddr := freePort(t), freePort(t)
-	b := startBrokers(t, "--kafka-listen", kafkaAddr, "--nats-listen", natsAddr)
+	b, kafkaAddr, natsAddr := startBrokersOnFreePorts(t)
 	defer b.stop(t)
 	agg := startCommand(t, "aggregator", "--kafka", kafkaAddr, "--fleet", fleet, "--window", window.String(),
 		"--profile-interval", "8s", "--log-level", "warn")
