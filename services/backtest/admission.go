@@ -28,10 +28,11 @@ func (p *tablePicker) setLimits(limits []float64) {
 	}
 	if p.pend == nil && limits != nil {
 		s := p.s
-		p.pend, p.pendTok = make([]int32, s.w.len()), make([]int64, len(s.fi.clusters)*len(s.fi.engines))
+		cells := len(s.fi.clusters) * len(s.fi.engines) // by cluster*engines+engine
+		p.pend, p.pendTok = make([]int32, s.w.len()), make([]int64, cells)
 		p.sentAt = make([]uint64, s.w.len())
-		p.endedBy = make([]int32, len(s.fi.clusters)*len(s.fi.engines))
-		p.own, p.ownAt = make([]int32, len(s.fi.clusters)*len(s.fi.engines)), make([]int32, len(s.fi.clusters)*len(s.fi.engines))
+		p.endedBy = make([]int32, cells)
+		p.own, p.ownAt = make([]int32, cells), make([]int32, cells)
 		p.owned = make([]bool, s.w.len())
 		s.enableFirstTokens(p.prefillDone)
 		s.onDone = p.ended

@@ -13,7 +13,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/ilb-router/ilb/services/internal/routing"
 	"github.com/ilb-router/ilb/solver/sched"
 )
 
@@ -184,24 +183,24 @@ func (d *DataPlane) routingInfo(c *cluster, now time.Time) routingInfo {
 	}
 	info.TableSlots = p.table.Slots()
 	shares := p.table.Weights()
-	mean, shared := c.meanPrompt(), !(p.shed >= routing.MinShed)
+	load := p.loads()
 	for i := range p.slots {
 		s := &p.slots[i]
 		share := 0.0 // an overflow slot's: outside the table
 		if i < len(shares) {
 			share = shares[i]
 		}
-		info.Engines = append(info.Engines, engineInfo{Name: s.eng.name, Available: s.avail, Reason: s.why.String(),
+		e := engineInfo{Name: s.eng.name, Available: s.avail, Reason: s.why.String(),
 			Share: share, LoadShare: s.share, Penalised: s.penalty != 0,
 			InFlight: s.cell.inflight.Load(), Picks: s.cell.picks.Load(), QueueLimit: s.limit, PrefillLimit: s.prefill,
-			PendingTokens: s.eng.live.pending.Load(), RemoteTokens: s.eng.live.remote.Load()})
-		e := &info.Engines[len(info.Engines)-1]
+			PendingTokens: s.eng.live.pending.Load(), RemoteTokens: s.eng.live.remote.Load()}
 		if b, ok := s.eng.live.busy(); ok {
 			e.Requests = &b
 		}
-		if l := s.load(mean, shared); !math.IsInf(l, 0) {
+		if l := load(i); !math.IsInf(l, 0) {
 			e.Load = &l
 		}
+		info.Engines = append(info.Engines, e)
 	}
 	return info
 }
