@@ -183,7 +183,7 @@ func (d *DataPlane) routingInfo(c *cluster, now time.Time) routingInfo {
 	}
 	info.TableSlots = p.table.Slots()
 	shares := p.table.Weights()
-	load := p.loads()
+	mean, shared := p.loadArgs()
 	for i := range p.slots {
 		s := &p.slots[i]
 		share := 0.0 // an overflow slot's: outside the table
@@ -197,7 +197,7 @@ func (d *DataPlane) routingInfo(c *cluster, now time.Time) routingInfo {
 		if b, ok := s.eng.live.busy(); ok {
 			e.Requests = &b
 		}
-		if l := load(i); !math.IsInf(l, 0) {
+		if l := s.load(mean, shared); !math.IsInf(l, 0) {
 			e.Load = &l
 		}
 		info.Engines = append(info.Engines, e)

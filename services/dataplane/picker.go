@@ -164,7 +164,8 @@ func (p *picker) pick(h uint64, ongoing bool, m memo, tr *tried) (choice, error)
 	closed := func(i int) bool { return !p.slots[i].avail || tr.has(i) || !p.slots[i].admits(ongoing) }
 	// New conversations take the lightest of the candidates; ongoing
 	// ones leave their engine only for one under half its load.
-	load := p.loads()
+	mean, shared := p.loadArgs()
+	load := func(i int) float64 { return p.slots[i].load(mean, shared) }
 	if !p.stale {
 		if ongoing {
 			idx = routing.Move(p.table, h, idx, p.slots[idx].eng.live.held(), closed, load)
@@ -185,22 +186,23 @@ func (p *picker) pick(h uint64, ongoing bool, m memo, tr *tried) (choice, error)
 		out := p.slots[n:]
 		if o := routing.Overflow(load(idx), len(out),
 			func(i int) bool { s := &out[i]; return !s.avail || s.penalty != 0 || tr.has(n+i) || !s.admits(false) },
-			func(i int) float64 { return load(n + i) }); o >= 0 {
+			func(i int) float64 { return out[i].load(mean, shared) }); o >= 0 {
 			idx = n + o
 		}
 	}
 	return p.result(h, idx, primary, ongoing, tr), nil
 }
 
-// loads returns each slot's load as the choice among candidates compares
-// it (slot.load, by slot index): in requests of the cluster's mean
-// prompt, with the other data planes' pending prefill while the cluster
-// sheds nothing (when the fleet is short, steering by everyone's backlog
-// only moves the shortfall around: services/backtest README, "Pending
-// prefill"). GET /v1/routing shows the same figures.
-func (p *picker) loads() func(i int) float64 {
-	mean, shared := p.c.meanPrompt(), !(p.shed >= routing.MinShed)
-	return func(i int) float64 { return p.slots[i].load(mean, shared) }
+// loadArgs is what slot.load takes besides the slot, as the choice
+// among candidates compares engines: the cluster's mean prompt, and
+// whether the other data planes' pending prefill counts (while the
+// cluster sheds nothing: when the fleet is short, steering by everyone's
+// backlog only moves the shortfall around: services/backtest README,
+// "Pending prefill"). GET /v1/routing shows the same loads. (A method
+// returning the load as a closure allocated on the pick path under the
+// race detector: TestPickPathDoesNotAllocate.)
+func (p *picker) loadArgs() (mean float64, shared bool) {
+	return p.c.meanPrompt(), !(p.shed >= routing.MinShed)
 }
 
 // sticky returns the engine a spill sent this conversation to, if the
